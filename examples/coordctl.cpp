@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// coordctl: coord's primitives from the command line, one subcommand each.
+//
+// Exit codes, for every subcommand:
+//   0 success; 3 refused by the primitive's rule (stale fence, lease held);
+//   2 bad usage or configuration; 1 infrastructure error (I/O, corrupt state).
+//
+//   coordctl fence write --store file:PATH --key K --token N --value V
+//   coordctl fence read  --store file:PATH --key K
+//   coordctl lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS
+//   coordctl lease renew   --store file:PATH --name N --owner O
+//   coordctl lease release --store file:PATH --name N --owner O
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/storage/file.hpp"
+
+namespace {
+
+constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
+
+constexpr const char* usage_text =
+    "usage: coordctl <command> [options]\n"
+    "  fence write   --store file:PATH --key K --token N --value V\n"
+    "  fence read    --store file:PATH --key K\n"
+    "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
+    "  lease renew   --store file:PATH --name N --owner O\n"
+    "  lease release --store file:PATH --name N --owner O\n"
+    "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
+
+/// A usage or configuration mistake: exit 2 with the message.
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// `--name value` options of one subcommand, checked against what it accepts.
+class options {
+public:
+    options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed) {
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            const auto a = args[i];
+            if (a.substr(0, 2) != "--" || !allowed.count(a.substr(2)))
+                throw usage_error("unknown option: " + std::string(a));
+            if (i + 1 >= args.size()) throw usage_error("option needs a value: " + std::string(a));
+            values_[std::string(a.substr(2))] = std::string(args[++i]);
+        }
+    }
+    const std::string& required(const std::string& name) const {
+        auto it = values_.find(name);
+        if (it == values_.end()) throw usage_error("missing option --" + name);
+        return it->second;
+    }
+    std::uint64_t number(const std::string& name) const {
+        const auto& s = required(name);
+        std::uint64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc{} || p != s.data() + s.size())
+            throw usage_error("--" + name + " must be a non-negative integer, got '" + s + "'");
+        return v;
+    }
+
+private:
+    std::map<std::string, std::string> values_;
+};
+
+/// Opens the store named by --store: file:PATH.
+std::unique_ptr<coord::file_store> open_store(const options& o) {
+    const auto& spec = o.required("store");
+    if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
+        throw usage_error("--store must be file:PATH, got '" + spec + "'");
+    return std::make_unique<coord::file_store>(spec.substr(5));
+}
+
+int infra(const coord::file_store& s, std::error_code ec) {
+    std::fprintf(stderr, "error: %s: %s\n", s.path().c_str(), ec.message().c_str());
+    return exit_infra;
+}
+
+int fence_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb == "write") {
+        options o(args, {"store", "key", "token", "value"});
+        const auto token = o.number("token");
+        auto store = open_store(o);
+        coord::basic_keyed_fenced_resource res{*store};
+        auto r = res.write(o.required("key"), token, o.required("value"));
+        if (r) {
+            std::puts("accepted");
+            return exit_ok;
+        }
+        if (r.error() == coord::errc::stale_fence) {
+            std::printf("rejected: stale fence (highest %llu)\n", static_cast<unsigned long long>(r.error().highest));
+            return exit_refused;
+        }
+        return infra(*store, r.error().code);
+    }
+    if (verb == "read") {
+        options o(args, {"store", "key"});
+        auto store = open_store(o);
+        coord::basic_keyed_fenced_resource res{*store};
+        auto r = res.read(o.required("key"));
+        if (!r) return infra(*store, r.error());
+        std::printf("fence=%llu value=%s\n", static_cast<unsigned long long>(r->fence), r->value.c_str());
+        return exit_ok;
+    }
+    throw usage_error("unknown fence command: " + std::string(verb));
+}
+
+int lease_refusal(const coord::file_store& store, const coord::lease_error& e) {
+    if (e == coord::errc::lease_held) {
+        std::printf("held by %s\n", e.holder.c_str());
+        return exit_refused;
+    }
+    if (e == coord::errc::not_lease_holder) {
+        std::puts("not the holder");
+        return exit_refused;
+    }
+    if (e == coord::errc::lease_expired) {
+        std::puts("expired");
+        return exit_refused;
+    }
+    return infra(store, e.code);
+}
+
+int lease_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb == "acquire") {
+        options o(args, {"store", "name", "owner", "ttl"});
+        const auto ttl = o.number("ttl");
+        if (ttl == 0 || ttl > 100ull * 365 * 24 * 3600 * 1000) throw usage_error("--ttl must be 1 ms to 100 years");
+        const auto& name = o.required("name");
+        const auto& owner = o.required("owner");
+        if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
+        auto store = open_store(o);
+        coord::basic_lease_manager leases{*store};
+        auto r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
+        if (!r) return lease_refusal(*store, r.error());
+        std::printf("token=%llu\n", static_cast<unsigned long long>(r->token));
+        return exit_ok;
+    }
+    if (verb == "renew" || verb == "release") {
+        options o(args, {"store", "name", "owner"});
+        const auto& name = o.required("name");
+        const auto& owner = o.required("owner");
+        if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
+        auto store = open_store(o);
+        coord::basic_lease_manager leases{*store};
+        if (verb == "release") {
+            auto r = leases.release(name, owner);
+            if (!r) return lease_refusal(*store, r.error());
+            std::puts("released");
+            return exit_ok;
+        }
+        auto r = leases.renew(name, owner);
+        if (!r) return lease_refusal(*store, r.error());
+        std::printf("renewed token=%llu\n", static_cast<unsigned long long>(r->token));
+        return exit_ok;
+    }
+    throw usage_error("unknown lease command: " + std::string(verb));
+}
+
+int run(const std::vector<std::string_view>& argv) {
+    if (argv.size() < 2) throw usage_error("missing command");
+    const auto primitive = argv[0];
+    const auto verb = argv[1];
+    const std::vector<std::string_view> rest(argv.begin() + 2, argv.end());
+    if (primitive == "fence") return fence_command(verb, rest);
+    if (primitive == "lease") return lease_command(verb, rest);
+    throw usage_error("unknown command: " + std::string(primitive));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string_view> args(argv + 1, argv + argc);
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::fputs(usage_text, stdout);
+        return exit_ok;
+    }
+    try {
+        return run(args);
+    } catch (const usage_error& e) {
+        std::fprintf(stderr, "coordctl: %s\n%s", e.what(), usage_text);
+        return exit_usage;
+    } catch (const coord::store_error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return exit_infra;
+    } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "coordctl: %s\n", e.what());
+        return exit_usage;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return exit_infra;
+    }
+}

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// seed_experiments: the failures coord exists for, reproduced on the embedded
+// stores with a manual clock, one line each.
+//
+//   new owner: ok                          B, the lease's new holder, writes
+//   expired owner: stale fence value: B    A wakes from a pause and is refused
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "coord/clock.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/storage/memory.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A takes the lease and pauses past its term; B takes it and writes; A wakes
+// and writes with its old token.
+int pause_experiment() {
+    coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 10 / 13} + 9h};
+    coord::basic_memory_store<coord::manual_clock> store{clock};
+    coord::basic_lease_manager leases{store};
+    coord::basic_fenced_resource resource{store, "orders"};
+
+    auto a = leases.acquire("orders-writer", "A", 10s);
+    if (!a) return 1;
+    clock.advance(30s);  // A is paused: a GC, a SIGSTOP, a slow disk
+    auto b = leases.acquire("orders-writer", "B", 10s);
+    if (!b) return 1;
+    auto b_write = resource.write(b->token, "B");
+    std::printf("new owner: %s\n", b_write ? "ok" : b_write.error().code.message().c_str());
+
+    auto a_write = resource.write(a->token, "A");  // A wakes up
+    auto now = resource.read();
+    if (!now) return 1;
+    std::printf("expired owner: %s value: %s\n", a_write ? "accepted" : a_write.error().code.message().c_str(),
+                now->value.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main() {
+    if (pause_experiment() != 0) return 1;
+    return 0;
+}

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/coord.hpp: the umbrella header, everything in coord's core.
+//
+// Convenient for a first try; examples and real code include the headers of
+// the primitives they use (<coord/fence.hpp>, <coord/storage/file.hpp>, ...).
+// The engine adapters (coord/postgres, coord/redis) and coord/session.hpp
+// need their client libraries and are not included here.
+#pragma once
+
+#include "coord/clock.hpp"
+#include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/result.hpp"
+#include "coord/storage/file.hpp"
+#include "coord/storage/memory.hpp"

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/detail/config.hpp: the one place where coord's macros are defined.
+//
+// COORD_ASSERT checks an internal invariant (a bug in coord, never a user
+// input). It is active unless NDEBUG is defined or COORD_DISABLE_ASSERT is.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(NDEBUG) || defined(COORD_DISABLE_ASSERT)
+#define COORD_ASSERT(cond) ((void)0)
+#else
+#define COORD_ASSERT(cond)                                                       \
+    ((cond) ? (void)0                                                            \
+            : (std::fprintf(stderr, "coord: assertion failed: %s (%s:%d)\n", #cond, \
+                            __FILE__, __LINE__),                                 \
+               std::abort()))
+#endif

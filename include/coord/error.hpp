@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/error.hpp: coord::errc, the outcomes coord's primitives report, and
+// its std::error_category.
+//
+// Every refusal that a primitive's rule produces (a stale fence, a lease held
+// by someone else, a clock that went back) is an errc value carried in a
+// std::error_code, so that callers can compare it with `==` whatever the
+// store underneath. Infrastructure failures (I/O, a lost connection) keep the
+// category of the layer that produced them (std::system_category for files).
+//
+//   auto r = resource.write(token, "v");
+//   if (!r && r.error() == coord::errc::stale_fence) { /* a newer holder wrote */ }
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace coord {
+
+/// The outcomes coord reports. Values are stable: new ones are appended.
+enum class errc {
+    /// A write carried a fence token below the highest the resource has seen.
+    stale_fence = 1,
+    /// An ordered write carried a (token, sequence) pair not above the last accepted one.
+    stale_sequence,
+    /// The lease is held by another owner and has not expired.
+    lease_held,
+    /// renew or release by someone who is not the current holder.
+    not_lease_holder,
+    /// renew of a lease whose term has already ended (expiry is final).
+    lease_expired,
+    /// A state file is shorter than its header says: it was cut off.
+    state_truncated,
+    /// A state file fails its checksum or is not a coord state file.
+    state_corrupt,
+    /// A state file was written by a format version this build does not read.
+    state_unsupported,
+    /// A state file went back: it vanished or holds an older generation than
+    /// this process already saw (restored from an old copy?).
+    state_went_back,
+    /// The operation may or may not have been applied (for example the store
+    /// replaced its file but could not make the directory durable).
+    outcome_unknown,
+    /// The clock went back and the primitive's policy refuses to continue.
+    clock_rollback,
+    /// Every sequence value of the current tick is used and the policy rejects.
+    sequence_exhausted,
+    /// The lease a generator issues under could not be renewed in time.
+    lease_lost,
+    /// A store's reservation or configuration cannot serve the request (for
+    /// example a Snowflake layout whose timestamp field has run out).
+    time_exhausted,
+};
+
+namespace detail {
+
+class coord_category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord"; }
+
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::stale_fence: return "stale fence";
+        case errc::stale_sequence: return "stale sequence";
+        case errc::lease_held: return "lease held";
+        case errc::not_lease_holder: return "not the lease holder";
+        case errc::lease_expired: return "lease expired";
+        case errc::state_truncated: return "state file truncated";
+        case errc::state_corrupt: return "state file corrupt";
+        case errc::state_unsupported: return "state file format not supported";
+        case errc::state_went_back: return "state file went back (missing or older generation)";
+        case errc::outcome_unknown: return "outcome unknown";
+        case errc::clock_rollback: return "clock rollback";
+        case errc::sequence_exhausted: return "sequence exhausted";
+        case errc::lease_lost: return "lease lost";
+        case errc::time_exhausted: return "timestamp field exhausted";
+        }
+        return "unknown coord error";
+    }
+};
+
+}  // namespace detail
+
+/// Thrown when a store cannot be opened: its what() names the store (the
+/// file path, the server) and the reason; code() is the errc or system error.
+class store_error : public std::system_error {
+public:
+    using std::system_error::system_error;
+};
+
+/// The category of coord::errc values; its name() is "coord".
+inline const std::error_category& coord_category() noexcept {
+    static const detail::coord_category_impl instance;
+    return instance;
+}
+
+/// Makes a std::error_code from an errc (found by argument-dependent lookup).
+inline std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), coord_category()};
+}
+
+}  // namespace coord
+
+template <>
+struct std::is_error_code_enum<coord::errc> : std::true_type {};

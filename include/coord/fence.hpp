@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/fence.hpp: the fenced resource, the side of a lease that refuses a
+// stale holder's write (Chubby's sequencers, Kleppmann's fencing tokens).
+//
+// A lease cannot stop a holder that paused past its expiry from writing when
+// it wakes: it does not know it lost the lease. Only the resource that accepts
+// the write can refuse it. Every lease grant carries a fence token larger than
+// any before it; the resource remembers the highest token it has accepted and,
+// in the same atomic step as the write, refuses any write whose token is lower.
+//
+//   coord::memory_store store;
+//   coord::fenced_resource res{store, "orders/primary"};
+//   res.write(42, "B");                                   // accepted
+//   auto r = res.write(41, "A");                          // errc::stale_fence
+//   res.read()->value;                                    // still "B"
+//
+// What a fence cannot do: a resource that has not yet seen the newer token
+// cannot know the older one expired (the first write of the new holder is
+// what teaches it); and one holder's own requests that arrive out of order
+// carry the same token, so order among them needs the sequence form,
+// write(token, seq, value).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord {
+
+/// A fence token: granted by a lease, strictly increasing per lease name.
+/// Token 0 is below every token a lease grants.
+using fence_token = std::uint64_t;
+
+/// What a fenced resource holds for one key.
+struct fenced_value {
+    /// The highest fence token accepted for the key (0 if never written).
+    fence_token fence = 0;
+    /// The value of the last accepted write.
+    std::string value;
+    /// False when no write was ever accepted for the key.
+    bool written = false;
+};
+
+/// Why a fenced write was refused.
+struct write_error {
+    /// errc::stale_fence, errc::stale_sequence, or the store's infrastructure error.
+    std::error_code code;
+    /// The highest fence the key had when the write was refused (0 for
+    /// infrastructure errors, when it is not known).
+    fence_token highest = 0;
+
+    friend bool operator==(const write_error& e, errc c) noexcept { return e.code == c; }
+};
+
+namespace detail {
+/// A callable that a fenced update passes the value to, for concept checks.
+struct update_archetype {
+    void operator()(std::string&) const {}
+};
+}  // namespace detail
+
+/// A store that keeps, per key, the highest fence token accepted and a value.
+///
+/// Semantic requirements the compiler cannot check:
+/// - fence_write(key, token, value) is ONE atomic step: it compares token with
+///   the key's highest fence and, if token >= highest, stores the value and
+///   records token as highest; otherwise it returns errc::stale_fence (with the
+///   highest) and changes nothing. Equal tokens may write again.
+/// - fence_write(key, token, seq, value) additionally refuses with
+///   errc::stale_sequence a pair (token, seq) not strictly above the last
+///   accepted ordered pair of that token.
+/// - The highest fence of a key never goes back: not across threads,
+///   processes, or restarts of a durable store.
+/// - A transport or I/O failure returns that error in write_error::code and
+///   is never reported as accepted; when the write may have been applied
+///   anyway the code is errc::outcome_unknown.
+template <class S>
+concept fence_store = requires(S& s, std::string_view key, fence_token t, std::uint64_t seq, std::string_view v) {
+    { s.fence_write(key, t, v) } -> std::same_as<result<void, write_error>>;
+    { s.fence_write(key, t, seq, v) } -> std::same_as<result<void, write_error>>;
+    { s.fence_read(key) } -> std::same_as<result<fenced_value>>;
+};
+
+/// A fence store that can also run a caller's function on the value inside
+/// the atomic step (read-modify-write under the fence). The function must not
+/// call back into the store.
+template <class S>
+concept fence_update_store = fence_store<S> && requires(S& s, std::string_view key, fence_token t) {
+    { s.fence_update(key, t, detail::update_archetype{}) } -> std::same_as<result<void, write_error>>;
+};
+
+/// Many named resources, each with its own fence, in one store.
+/// Thread safety: as safe as the store (every model in coord is thread-safe).
+/// Holds a reference: the store must outlive it.
+template <fence_store Store>
+class basic_keyed_fenced_resource {
+public:
+    explicit basic_keyed_fenced_resource(Store& store) noexcept : store_(&store) {}
+
+    /// Stores `value` under `key` if `token` is at least the key's highest
+    /// fence, and records `token` as the highest. Refusals:
+    /// errc::stale_fence (value untouched), or the store's I/O error.
+    /// Cost: one atomic store operation.
+    result<void, write_error> write(std::string_view key, fence_token token, std::string_view value) {
+        return store_->fence_write(key, token, value);
+    }
+
+    /// As write(key, token, value), and also refuses with
+    /// errc::stale_sequence when (token, seq) is not above the last ordered
+    /// write accepted for this key: for a holder whose own requests can
+    /// arrive out of order.
+    result<void, write_error> write(std::string_view key, fence_token token, std::uint64_t seq,
+                                    std::string_view value) {
+        return store_->fence_write(key, token, seq, value);
+    }
+
+    /// Runs fn(value&) on the key's value inside the atomic step when
+    /// `token` passes the fence; same refusals as write().
+    template <class F>
+        requires fence_update_store<Store> && std::invocable<F&, std::string&>
+    result<void, write_error> update(std::string_view key, fence_token token, F&& fn) {
+        return store_->fence_update(key, token, std::forward<F>(fn));
+    }
+
+    /// The key's value and highest fence.
+    result<fenced_value> read(std::string_view key) const { return store_->fence_read(key); }
+
+private:
+    Store* store_;
+};
+
+/// One named resource with its own fence: basic_keyed_fenced_resource bound
+/// to a key. Thread safety and lifetime: as the keyed form.
+template <fence_store Store>
+class basic_fenced_resource {
+public:
+    basic_fenced_resource(Store& store, std::string key) : res_(store), key_(std::move(key)) {}
+
+    /// See basic_keyed_fenced_resource::write.
+    result<void, write_error> write(fence_token token, std::string_view value) {
+        return res_.write(key_, token, value);
+    }
+    /// See basic_keyed_fenced_resource::write with a sequence.
+    result<void, write_error> write(fence_token token, std::uint64_t seq, std::string_view value) {
+        return res_.write(key_, token, seq, value);
+    }
+    /// See basic_keyed_fenced_resource::update.
+    template <class F>
+        requires fence_update_store<Store> && std::invocable<F&, std::string&>
+    result<void, write_error> update(fence_token token, F&& fn) {
+        return res_.update(key_, token, std::forward<F>(fn));
+    }
+    /// The value and highest fence.
+    result<fenced_value> read() const { return res_.read(key_); }
+    const std::string& key() const noexcept { return key_; }
+
+private:
+    basic_keyed_fenced_resource<Store> res_;
+    std::string key_;
+};
+
+namespace detail {
+
+/// The fence rule on one key's record, shared by every embedded store (the
+/// reference model). `assign` stores the new value. Returns the refusal, or
+/// nothing when the write was applied.
+struct fence_rule {
+    struct record {
+        fence_token highest = 0;
+        bool written = false;
+        bool has_seq = false;  // an ordered write was accepted under `highest`
+        std::uint64_t seq = 0;
+        std::string value;
+    };
+
+    template <class Assign>
+    static result<void, write_error> apply(record& r, fence_token token, std::optional<std::uint64_t> seq,
+                                           Assign&& assign) {
+        if (r.written && token < r.highest)
+            return unexpected(write_error{make_error_code(errc::stale_fence), r.highest});
+        const bool same_token = r.written && token == r.highest;
+        if (seq && same_token && r.has_seq && *seq <= r.seq)
+            return unexpected(write_error{make_error_code(errc::stale_sequence), r.highest});
+        assign(r.value);
+        if (!same_token) r.has_seq = false;
+        if (seq) {
+            r.has_seq = true;
+            r.seq = *seq;
+        }
+        r.highest = token;
+        r.written = true;
+        return {};
+    }
+
+    static fenced_value view(const record* r) {
+        if (!r) return {};
+        return fenced_value{r->highest, r->value, r->written};
+    }
+};
+
+}  // namespace detail
+}  // namespace coord

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/lease.hpp: leases that grant fence tokens, the lock-service side of
+// fencing.
+//
+// A lease gives one holder per name at a time, for a term (the TTL). Every new
+// holder gets a fence token larger than any granted before for that name, by
+// any holder, also across restarts of a durable store. renew and release act
+// only for the current holder, so a late release from a holder whose term
+// ended can never remove the next holder's lease.
+//
+// Expiry is judged on the STORE's clock, the one clock that every holder of
+// that store shares (memory: the process's steady clock; file: the machine's
+// clock; an engine: the server's clock). The caller's own wall clock is never
+// trusted: it can be paused, stepped, or simply different on another machine.
+//
+//   coord::memory_store store;
+//   coord::lease_manager leases{store};
+//   auto l = leases.acquire("db-primary", "node-a#1", std::chrono::seconds{10});
+//   if (l) write_with_fence(l->token);        // pass the token to every write
+//   else if (l.error() == coord::errc::lease_held) wait_until(l.error().expires_at);
+//
+// What a lease alone cannot do: stop a holder that paused past its term from
+// writing when it wakes. The resource must check the token (coord/fence.hpp).
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/result.hpp"
+
+namespace coord {
+
+/// A granted lease.
+struct lease {
+    std::string name;
+    std::string owner;
+    /// The fence token of this grant: larger than every earlier grant's for `name`.
+    fence_token token = 0;
+    /// The term the lease was granted or last renewed for.
+    std::chrono::nanoseconds ttl{0};
+    /// When the term ends, on the store's clock (time since that clock's epoch).
+    std::chrono::nanoseconds expires_at{0};
+};
+
+/// Why a lease operation was refused.
+struct lease_error {
+    /// errc::lease_held, errc::not_lease_holder, errc::lease_expired, or the
+    /// store's infrastructure error.
+    std::error_code code;
+    /// For lease_held and not_lease_holder: who holds the lease now (empty if nobody).
+    std::string holder;
+    /// That holder's fence token.
+    fence_token token = 0;
+    /// When that holder's term ends, on the store's clock.
+    std::chrono::nanoseconds expires_at{0};
+
+    friend bool operator==(const lease_error& e, errc c) noexcept { return e.code == c; }
+};
+
+/// A store that grants leases with fence tokens.
+///
+/// Semantic requirements the compiler cannot check:
+/// - Each operation is ONE atomic step judged on the store's own clock (one
+///   clock shared by every holder of the store; the caller's clock is never
+///   consulted).
+/// - lease_acquire(name, owner, ttl) grants when nobody holds `name` or the
+///   holder's term ended (now >= expires_at), with a token larger than every
+///   token granted before for `name`, also across restarts of a durable store;
+///   otherwise errc::lease_held with the holder, its token and expiry. It
+///   refuses while the term runs even when owner is the holder itself.
+/// - lease_renew(name, owner, token, ttl) extends the current holder's term to
+///   now + ttl (ttl 0: the term it was granted with). token 0 matches any
+///   token of that owner. Refusals: errc::not_lease_holder when owner (or
+///   token) is not the current holder's; errc::lease_expired when its term
+///   already ended (expiry is final: acquire again for a new token).
+/// - lease_release(name, owner, token) ends the holder's lease; refused with
+///   errc::not_lease_holder for anybody else.
+/// - lease_read(name) returns the current holder, or nullopt when the name is
+///   free or its term ended.
+/// - A transport or I/O failure returns that error and never a grant; when a
+///   grant may have happened anyway the code is errc::outcome_unknown.
+template <class S>
+concept lease_store = requires(S& s, std::string_view name, std::string_view owner, fence_token t,
+                               std::chrono::nanoseconds ttl) {
+    { s.lease_acquire(name, owner, ttl) } -> std::same_as<result<lease, lease_error>>;
+    { s.lease_renew(name, owner, t, ttl) } -> std::same_as<result<lease, lease_error>>;
+    { s.lease_release(name, owner, t) } -> std::same_as<result<void, lease_error>>;
+    { s.lease_read(name) } -> std::same_as<result<std::optional<lease>>>;
+};
+
+/// Grants, renews and releases leases in a lease_store, checking the caller's
+/// arguments first. Thread safety: as safe as the store (every model in coord
+/// is thread-safe). Holds a reference: the store must outlive it.
+///
+/// Owners: give each process instance its own owner string (host, pid and a
+/// random part), or use the lease-object forms of renew/release, which also
+/// check the token.
+template <lease_store Store>
+class basic_lease_manager {
+public:
+    explicit basic_lease_manager(Store& store) noexcept : store_(&store) {}
+
+    /// Grants `name` to `owner` for `ttl`, with a new fence token.
+    /// Refusals: errc::lease_held (error().holder, token and expires_at say
+    /// who and until when), or the store's error. Cost: one store operation.
+    /// Throws std::invalid_argument for an empty name or owner, or ttl <= 0.
+    template <class Rep, class Period>
+    result<lease, lease_error> acquire(std::string_view name, std::string_view owner,
+                                       std::chrono::duration<Rep, Period> ttl) {
+        check(name, owner);
+        return store_->lease_acquire(name, owner, checked_ttl(ttl));
+    }
+
+    /// Extends owner's lease on `name` by the term it was granted with.
+    /// Refusals: errc::not_lease_holder, errc::lease_expired, or the store's error.
+    result<lease, lease_error> renew(std::string_view name, std::string_view owner) {
+        check(name, owner);
+        return store_->lease_renew(name, owner, 0, std::chrono::nanoseconds{0});
+    }
+    /// Extends exactly this grant (owner and token must match) by `ttl`.
+    template <class Rep, class Period>
+    result<lease, lease_error> renew(const lease& l, std::chrono::duration<Rep, Period> ttl) {
+        check(l.name, l.owner);
+        return store_->lease_renew(l.name, l.owner, l.token, checked_ttl(ttl));
+    }
+    /// Extends exactly this grant by the term it was granted with.
+    result<lease, lease_error> renew(const lease& l) {
+        check(l.name, l.owner);
+        return store_->lease_renew(l.name, l.owner, l.token, std::chrono::nanoseconds{0});
+    }
+
+    /// Ends owner's lease on `name`. Refusals: errc::not_lease_holder when
+    /// someone else holds it (their lease stays), or the store's error.
+    result<void, lease_error> release(std::string_view name, std::string_view owner) {
+        check(name, owner);
+        return store_->lease_release(name, owner, 0);
+    }
+    /// Ends exactly this grant (owner and token must match).
+    result<void, lease_error> release(const lease& l) {
+        check(l.name, l.owner);
+        return store_->lease_release(l.name, l.owner, l.token);
+    }
+
+    /// The current holder of `name`, or nullopt when it is free.
+    result<std::optional<lease>> holder(std::string_view name) {
+        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
+        return store_->lease_read(name);
+    }
+
+private:
+    static void check(std::string_view name, std::string_view owner) {
+        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
+        if (owner.empty()) throw std::invalid_argument("coord::lease: owner must not be empty");
+    }
+    template <class Rep, class Period>
+    static std::chrono::nanoseconds checked_ttl(std::chrono::duration<Rep, Period> ttl) {
+        if (ttl <= ttl.zero()) throw std::invalid_argument("coord::lease: ttl must be > 0");
+        using ns = std::chrono::nanoseconds;
+        if (std::chrono::duration_cast<std::chrono::duration<double, std::nano>>(ttl).count() >
+            static_cast<double>(std::numeric_limits<ns::rep>::max() / 2))
+            throw std::invalid_argument("coord::lease: ttl is out of range");
+        return std::chrono::duration_cast<ns>(ttl);
+    }
+
+    Store* store_;
+};
+
+namespace detail {
+
+/// The lease rule on one name's record, shared by every embedded store (the
+/// reference model). `now` is the store clock's reading in ns since its epoch.
+struct lease_rule {
+    struct record {
+        fence_token last_token = 0;  // highest token ever granted for the name
+        bool held = false;
+        std::string holder;
+        fence_token token = 0;
+        std::int64_t ttl_ns = 0;
+        std::int64_t expires_ns = 0;
+    };
+
+    static std::int64_t add_sat(std::int64_t a, std::int64_t b) noexcept {
+        std::int64_t r;
+        if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<std::int64_t>::max()
+                                                           : std::numeric_limits<std::int64_t>::min();
+        return r;
+    }
+
+    static bool live(const record& r, std::int64_t now) noexcept { return r.held && now < r.expires_ns; }
+
+    static lease view(std::string_view name, const record& r) {
+        return lease{std::string(name), r.holder, r.token, std::chrono::nanoseconds{r.ttl_ns},
+                     std::chrono::nanoseconds{r.expires_ns}};
+    }
+
+    static lease_error refusal(errc c, const record& r, std::int64_t now) {
+        lease_error e{make_error_code(c), {}, 0, {}};
+        if (live(r, now)) {
+            e.holder = r.holder;
+            e.token = r.token;
+            e.expires_at = std::chrono::nanoseconds{r.expires_ns};
+        }
+        return e;
+    }
+
+    static result<lease, lease_error> acquire(std::string_view name, record& r, std::string_view owner,
+                                              std::int64_t ttl_ns, std::int64_t now) {
+        if (live(r, now)) return unexpected(refusal(errc::lease_held, r, now));
+        r.held = true;
+        r.holder = std::string(owner);
+        r.token = ++r.last_token;
+        r.ttl_ns = ttl_ns;
+        r.expires_ns = add_sat(now, ttl_ns);
+        return view(name, r);
+    }
+
+    static bool is_holder(const record& r, std::string_view owner, fence_token token) noexcept {
+        return r.held && r.holder == owner && (token == 0 || token == r.token);
+    }
+
+    static result<lease, lease_error> renew(std::string_view name, record& r, std::string_view owner,
+                                            fence_token token, std::int64_t ttl_ns, std::int64_t now) {
+        if (!is_holder(r, owner, token)) return unexpected(refusal(errc::not_lease_holder, r, now));
+        if (!live(r, now)) return unexpected(refusal(errc::lease_expired, r, now));
+        if (ttl_ns > 0) r.ttl_ns = ttl_ns;
+        r.expires_ns = add_sat(now, r.ttl_ns);
+        return view(name, r);
+    }
+
+    static result<void, lease_error> release(record& r, std::string_view owner, fence_token token,
+                                             std::int64_t now) {
+        if (!is_holder(r, owner, token)) return unexpected(refusal(errc::not_lease_holder, r, now));
+        r.held = false;
+        r.holder.clear();
+        r.expires_ns = 0;
+        return {};
+    }
+
+    static std::optional<lease> read(std::string_view name, const record* r, std::int64_t now) {
+        if (!r || !live(*r, now)) return std::nullopt;
+        return view(name, *r);
+    }
+};
+
+}  // namespace detail
+}  // namespace coord

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/storage/file.hpp: file_store, the durable embedded store: one state
+// file that several processes on one machine may share.
+//
+// Each operation is one atomic step for every thread and process that opens
+// the same path: it takes an exclusive flock on PATH.lock, reads and checks
+// the whole state file, applies the same rule as memory_store, writes the new
+// state to PATH.tmp, fsyncs it, renames it over PATH and fsyncs the directory.
+// So an acknowledged operation survives kill -9 of the process (and a power
+// cut, as far as the file system keeps fsync's promise), and a reader sees
+// either the old state or the new one, never half of one.
+//
+// The file carries a magic, a format version, a generation counter, its
+// length and CRC-32C checksums. A truncated, bit-flipped or foreign file is
+// reported (errc::state_truncated, errc::state_corrupt,
+// errc::state_unsupported; the constructor throws store_error naming the
+// file) and never silently reset; the store refuses to write over it. A file
+// that vanishes or goes back to an older generation while a process has it
+// open gives errc::state_went_back.
+//
+// Lease expiry is judged on the store's Clock, system_clock by default: the
+// one clock all processes of the machine share. It is the wall clock and not
+// the steady clock because expiry times are persisted, and a steady clock's
+// readings mean nothing after a reboot. A wall-clock step forward ends terms
+// early; the next holder gets a larger fence token, so fenced resources stay
+// safe. A step back lengthens terms.
+//
+// Cost: a few system calls and two fsyncs per write; the whole state is
+// rewritten, so keep one file to thousands of keys, not millions.
+//
+//   coord::file_store store{"/var/lib/myapp/coord.state"};
+//   coord::basic_fenced_resource res{store, "orders"};
+#pragma once
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "coord/clock.hpp"
+#include "coord/detail/binary.hpp"
+#include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/result.hpp"
+#include "coord/storage/memory.hpp"
+
+namespace coord {
+
+/// How a file_store writes.
+struct file_store_options {
+    /// fsync the state file and its directory before an operation returns.
+    /// Turning it off keeps kill -9 safety (the kernel has the data) but not
+    /// power-cut safety.
+    bool fsync = true;
+};
+
+namespace detail {
+
+/// Everything a file store keeps; each table uses the rule its primitive defines.
+struct file_state {
+    std::uint64_t generation = 0;
+    string_map<fence_rule::record> fences;
+    string_map<lease_rule::record> leases;
+};
+
+/// A file descriptor closed on destruction.
+class unique_fd {
+public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) noexcept : fd_(fd) {}
+    unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    unique_fd& operator=(unique_fd&& o) noexcept {
+        reset(std::exchange(o.fd_, -1));
+        return *this;
+    }
+    ~unique_fd() { reset(); }
+    void reset(int fd = -1) noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
+    int get() const noexcept { return fd_; }
+    explicit operator bool() const noexcept { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+inline std::error_code last_errno() noexcept { return {errno, std::system_category()}; }
+
+inline int retry_open(const char* path, int flags, mode_t mode = 0644) noexcept {
+    int fd;
+    do fd = ::open(path, flags | O_CLOEXEC, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+/// The on-disk format of file_store, version 1.
+///
+///   header (40 bytes, little-endian):
+///   +--------+---------+-------+------------+-------------+-------------+------------+
+///   | magic  | version | flags | generation | payload_len | payload_crc | header_crc |
+///   | 8 B    | u32     | u32   | u64        | u64         | u32 CRC-32C | u32 CRC-32C|
+///   +--------+---------+-------+------------+-------------+-------------+------------+
+///   payload: u32 section count, then per section: u8 id, u64 length, bytes.
+///   Section 1, fences: u64 n, then n x (key, highest, written, has_seq, seq, value).
+///   Section 2, leases: u64 n, then n x (name, last_token, held, holder, token, ttl_ns, expires_ns).
+struct file_format {
+    static constexpr std::string_view magic{"COORD\0SF", 8};
+    static constexpr std::uint32_t version = 1;
+    static constexpr std::size_t header_size = 40;
+    enum section : std::uint8_t { fences = 1, leases = 2 };
+
+    static std::string encode(const file_state& s) {
+        byte_writer p;
+        p.u32(2);
+        section_out(p, fences, [&](byte_writer& w) {
+            w.u64(s.fences.size());
+            for (const auto& [k, r] : s.fences) {
+                w.str(k);
+                w.u64(r.highest);
+                w.boolean(r.written);
+                w.boolean(r.has_seq);
+                w.u64(r.seq);
+                w.str(r.value);
+            }
+        });
+        section_out(p, leases, [&](byte_writer& w) {
+            w.u64(s.leases.size());
+            for (const auto& [k, r] : s.leases) {
+                w.str(k);
+                w.u64(r.last_token);
+                w.boolean(r.held);
+                w.str(r.holder);
+                w.u64(r.token);
+                w.i64(r.ttl_ns);
+                w.i64(r.expires_ns);
+            }
+        });
+        byte_writer h;
+        h.raw(magic);
+        h.u32(version);
+        h.u32(0);
+        h.u64(s.generation);
+        h.u64(p.size());
+        h.u32(crc32c(p.bytes().data(), p.size()));
+        h.u32(crc32c(h.bytes().data(), h.size()));
+        h.raw(p.bytes());
+        return h.take();
+    }
+
+    static result<file_state> decode(std::string_view file) {
+        auto fail = [](errc e) { return result<file_state>(unexpected(make_error_code(e))); };
+        if (file.size() < header_size) {
+            // A prefix of our magic is a cut-off state file; anything else is not ours.
+            if (file.substr(0, std::min(file.size(), magic.size())) == magic.substr(0, std::min(file.size(), magic.size())))
+                return fail(errc::state_truncated);
+            return fail(errc::state_corrupt);
+        }
+        byte_reader h(file.substr(0, header_size));
+        if (h.bytes(8) != magic) return fail(errc::state_corrupt);
+        const auto ver = h.u32();
+        (void)h.u32();
+        file_state s;
+        s.generation = h.u64();
+        const auto len = h.u64();
+        const auto payload_crc = h.u32();
+        const auto header_crc = h.u32();
+        if (header_crc != crc32c(file.data(), header_size - 4)) return fail(errc::state_corrupt);
+        if (ver != version) return fail(errc::state_unsupported);
+        if (file.size() - header_size < len) return fail(errc::state_truncated);
+        if (file.size() - header_size > len) return fail(errc::state_corrupt);
+        const auto payload = file.substr(header_size);
+        if (payload_crc != crc32c(payload.data(), payload.size())) return fail(errc::state_corrupt);
+
+        byte_reader p(payload);
+        const auto sections = p.u32();
+        for (std::uint32_t i = 0; i < sections && p.ok(); ++i) {
+            const auto id = p.u8();
+            byte_reader r(p.bytes(p.u64()));
+            if (id == fences) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    auto key = r.str();
+                    fence_rule::record rec;
+                    rec.highest = r.u64();
+                    rec.written = r.boolean();
+                    rec.has_seq = r.boolean();
+                    rec.seq = r.u64();
+                    rec.value = r.str();
+                    s.fences.insert_or_assign(std::move(key), std::move(rec));
+                }
+            } else if (id == leases) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    auto key = r.str();
+                    lease_rule::record rec;
+                    rec.last_token = r.u64();
+                    rec.held = r.boolean();
+                    rec.holder = r.str();
+                    rec.token = r.u64();
+                    rec.ttl_ns = r.i64();
+                    rec.expires_ns = r.i64();
+                    s.leases.insert_or_assign(std::move(key), std::move(rec));
+                }
+            } else {
+                // A checksummed section we do not know: written by a newer coord.
+                return fail(errc::state_unsupported);
+            }
+            if (!r.ok() || !r.at_end()) return fail(errc::state_corrupt);
+        }
+        if (!p.ok() || !p.at_end()) return fail(errc::state_corrupt);
+        return s;
+    }
+
+private:
+    template <class F>
+    static void section_out(byte_writer& p, section id, F&& body) {
+        byte_writer w;
+        body(w);
+        p.u8(id);
+        p.u64(w.size());
+        p.raw(w.bytes());
+    }
+};
+
+}  // namespace detail
+
+/// The durable file store: fence_store, fence_update_store and lease_store
+/// over one state file shared by the processes of one machine.
+/// Thread safety: every member function may be called from any thread; a
+/// forked child may keep using the object (it reopens its lock file).
+template <clock Clock = system_clock>
+class basic_file_store {
+public:
+    /// Opens the store at `path`, creating an empty one when the file does not
+    /// exist (its directory must). Throws store_error, naming the file, when
+    /// the file is truncated, corrupt, of an unsupported format, or cannot be
+    /// read or locked.
+    explicit basic_file_store(std::filesystem::path path, Clock clock = Clock{}, file_store_options options = {})
+        : path_(std::move(path)), lock_path_(path_.string() + ".lock"), tmp_path_(path_.string() + ".tmp"),
+          dir_(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".")),
+          clock_(std::move(clock)), options_(options) {
+        std::lock_guard lk(mutex_);
+        if (auto ec = open_lock()) throw store_error(ec, "coord file store " + lock_path_ + ": cannot open lock file");
+        lock_guard fl;
+        if (auto ec = fl.lock(lock_fd_.get(), LOCK_SH))
+            throw store_error(ec, "coord file store " + lock_path_ + ": cannot lock");
+        auto s = load();
+        if (!s) throw store_error(s.error(), "coord file store " + path_.string());
+    }
+    basic_file_store(const basic_file_store&) = delete;
+    basic_file_store& operator=(const basic_file_store&) = delete;
+
+    // fence_store ---------------------------------------------------------
+
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
+        return fence_apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
+    }
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
+                                          std::string_view value) {
+        return fence_apply(key, token, seq, [&](std::string& v) { v.assign(value); });
+    }
+    template <class F>
+    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
+        return fence_apply(key, token, std::nullopt, std::forward<F>(fn));
+    }
+    result<fenced_value> fence_read(std::string_view key) {
+        return transact<false, std::error_code>([&](detail::file_state& s, std::int64_t) -> result<fenced_value> {
+            auto it = s.fences.find(key);
+            return detail::fence_rule::view(it == s.fences.end() ? nullptr : &it->second);
+        });
+    }
+
+    // lease_store ---------------------------------------------------------
+
+    result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
+                                             std::chrono::nanoseconds ttl) {
+        return transact<true, lease_error>([&](detail::file_state& s, std::int64_t now) {
+            return detail::lease_rule::acquire(name, detail::find_or_insert(s.leases, name), owner, ttl.count(), now);
+        });
+    }
+    result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
+                                           std::chrono::nanoseconds ttl) {
+        return transact<true, lease_error>([&](detail::file_state& s, std::int64_t now) {
+            return detail::lease_rule::renew(name, detail::find_or_insert(s.leases, name), owner, token,
+                                             ttl.count(), now);
+        });
+    }
+    result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
+        return transact<true, lease_error>([&](detail::file_state& s, std::int64_t now) {
+            return detail::lease_rule::release(detail::find_or_insert(s.leases, name), owner, token, now);
+        });
+    }
+    result<std::optional<lease>> lease_read(std::string_view name) {
+        return transact<false, std::error_code>(
+            [&](detail::file_state& s, std::int64_t now) -> result<std::optional<lease>> {
+                auto it = s.leases.find(name);
+                return detail::lease_rule::read(name, it == s.leases.end() ? nullptr : &it->second, now);
+            });
+    }
+
+    /// The state file's path.
+    const std::filesystem::path& path() const noexcept { return path_; }
+    /// The clock lease expiry is judged on.
+    const Clock& clock() const noexcept { return clock_; }
+
+private:
+    /// An flock held for one operation.
+    class lock_guard {
+    public:
+        lock_guard() = default;
+        lock_guard(const lock_guard&) = delete;
+        lock_guard& operator=(const lock_guard&) = delete;
+        std::error_code lock(int fd, int how) noexcept {
+            while (::flock(fd, how) != 0)
+                if (errno != EINTR) return detail::last_errno();
+            fd_ = fd;
+            return {};
+        }
+        ~lock_guard() {
+            if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+        }
+
+    private:
+        int fd_ = -1;
+    };
+
+    template <class E>
+    static E as_error(std::error_code ec) {
+        if constexpr (std::is_same_v<E, std::error_code>) return ec;
+        else {
+            E e{};
+            e.code = ec;
+            return e;
+        }
+    }
+
+    template <class Assign>
+    result<void, write_error> fence_apply(std::string_view key, fence_token token,
+                                          std::optional<std::uint64_t> seq, Assign&& assign) {
+        return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
+            return detail::fence_rule::apply(detail::find_or_insert(s.fences, key), token, seq, assign);
+        });
+    }
+
+    /// Runs op(state, now) as one atomic step: under the process mutex and an
+    /// flock, on freshly loaded and checked state; when Mutates and op
+    /// succeeded, the new state is made durable before returning.
+    template <bool Mutates, class E, class Op>
+    auto transact(Op&& op) -> decltype(op(std::declval<detail::file_state&>(), std::int64_t{})) {
+        using R = decltype(op(std::declval<detail::file_state&>(), std::int64_t{}));
+        std::lock_guard lk(mutex_);
+        if (pid_ != ::getpid())
+            if (auto ec = open_lock()) return R(unexpected(as_error<E>(ec)));
+        lock_guard fl;
+        if (auto ec = fl.lock(lock_fd_.get(), Mutates ? LOCK_EX : LOCK_SH)) return R(unexpected(as_error<E>(ec)));
+        auto s = load();
+        if (!s) return R(unexpected(as_error<E>(s.error())));
+        R r = op(*s, since_epoch_ns(clock_.now()));
+        if constexpr (Mutates) {
+            if (r.has_value())
+                if (auto ec = save(*s)) return R(unexpected(as_error<E>(ec)));
+        }
+        return r;
+    }
+
+    std::error_code open_lock() {
+        lock_fd_.reset(detail::retry_open(lock_path_.c_str(), O_RDWR | O_CREAT));
+        if (!lock_fd_) return detail::last_errno();
+        pid_ = ::getpid();
+        return {};
+    }
+
+    result<detail::file_state> load() {
+        detail::unique_fd fd(detail::retry_open(path_.c_str(), O_RDONLY));
+        if (!fd) {
+            if (errno == ENOENT) {
+                if (seen_generation_ > 0) return unexpected(make_error_code(errc::state_went_back));
+                return detail::file_state{};
+            }
+            return unexpected(detail::last_errno());
+        }
+        std::string bytes;
+        char buf[65536];
+        for (;;) {
+            const auto n = ::read(fd.get(), buf, sizeof buf);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return unexpected(detail::last_errno());
+            }
+            if (n == 0) break;
+            bytes.append(buf, static_cast<std::size_t>(n));
+        }
+        auto s = detail::file_format::decode(bytes);
+        if (s && s->generation < seen_generation_) return unexpected(make_error_code(errc::state_went_back));
+        if (s) seen_generation_ = s->generation;
+        return s;
+    }
+
+    std::error_code save(detail::file_state& s) {
+        ++s.generation;
+        const auto bytes = detail::file_format::encode(s);
+        {
+            detail::unique_fd fd(detail::retry_open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC));
+            if (!fd) return detail::last_errno();
+            std::size_t off = 0;
+            while (off < bytes.size()) {
+                const auto n = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
+                if (n < 0) {
+                    if (errno == EINTR) continue;
+                    return detail::last_errno();
+                }
+                off += static_cast<std::size_t>(n);
+            }
+            if (options_.fsync && ::fsync(fd.get()) != 0) return detail::last_errno();
+        }
+        if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) return detail::last_errno();
+        seen_generation_ = s.generation;
+        if (options_.fsync) {
+            // The new state is visible from here on; if the directory cannot
+            // be made durable we cannot say whether a power cut would keep it.
+            detail::unique_fd dir(detail::retry_open(dir_.c_str(), O_RDONLY | O_DIRECTORY));
+            if (!dir || ::fsync(dir.get()) != 0) return make_error_code(errc::outcome_unknown);
+        }
+        return {};
+    }
+
+    std::filesystem::path path_;
+    std::string lock_path_;
+    std::string tmp_path_;
+    std::filesystem::path dir_;
+    Clock clock_;
+    file_store_options options_;
+    std::mutex mutex_;
+    detail::unique_fd lock_fd_;
+    pid_t pid_ = 0;
+    std::uint64_t seen_generation_ = 0;
+};
+
+/// The everyday durable store (leases judged on the machine's wall clock).
+using file_store = basic_file_store<>;
+
+static_assert(fence_store<file_store>);
+static_assert(fence_update_store<file_store>);
+static_assert(lease_store<file_store>);
+
+}  // namespace coord

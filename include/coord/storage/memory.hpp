@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/storage/memory.hpp: memory_store, the embedded default store and the
+// reference model of every store concept.
+//
+// Everything lives in this process's memory, guarded by a mutex per table, so
+// every operation is one atomic step for all threads of the process. Nothing
+// survives the process: use it for one process's own coordination, for tests,
+// and as the model the durable stores and engines are checked against.
+// Lease expiry is judged on the store's Clock (steady_clock by default).
+//
+//   coord::memory_store store;
+//   coord::lease_manager leases{store};
+//   coord::fenced_resource res{store, "orders"};
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "coord/clock.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/result.hpp"
+
+namespace coord {
+
+namespace detail {
+/// Hash for string-keyed maps that accepts string_view without a copy.
+struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to<>>;
+
+/// Finds `key`, inserting a default record when it is missing.
+template <class V>
+V& find_or_insert(string_map<V>& m, std::string_view key) {
+    auto it = m.find(key);
+    if (it == m.end()) it = m.emplace(std::string(key), V{}).first;
+    return it->second;
+}
+}  // namespace detail
+
+/// The in-memory store: fence_store, fence_update_store and lease_store.
+/// Thread safety: every member function may be called from any thread.
+template <clock Clock = steady_clock>
+class basic_memory_store {
+public:
+    explicit basic_memory_store(Clock clock = Clock{}) : clock_(std::move(clock)) {}
+    basic_memory_store(const basic_memory_store&) = delete;
+    basic_memory_store& operator=(const basic_memory_store&) = delete;
+
+    // fence_store ---------------------------------------------------------
+
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
+        return fence_apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
+    }
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
+                                          std::string_view value) {
+        return fence_apply(key, token, seq, [&](std::string& v) { v.assign(value); });
+    }
+    template <class F>
+    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
+        return fence_apply(key, token, std::nullopt, std::forward<F>(fn));
+    }
+    result<fenced_value> fence_read(std::string_view key) const {
+        std::lock_guard lk(fence_mutex_);
+        auto it = fences_.find(key);
+        return detail::fence_rule::view(it == fences_.end() ? nullptr : &it->second);
+    }
+
+    // lease_store ---------------------------------------------------------
+
+    result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
+                                             std::chrono::nanoseconds ttl) {
+        std::lock_guard lk(lease_mutex_);
+        return detail::lease_rule::acquire(name, detail::find_or_insert(leases_, name), owner, ttl.count(),
+                                           now_ns());
+    }
+    result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
+                                           std::chrono::nanoseconds ttl) {
+        std::lock_guard lk(lease_mutex_);
+        return detail::lease_rule::renew(name, existing(name), owner, token, ttl.count(), now_ns());
+    }
+    result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
+        std::lock_guard lk(lease_mutex_);
+        return detail::lease_rule::release(existing(name), owner, token, now_ns());
+    }
+    result<std::optional<lease>> lease_read(std::string_view name) const {
+        std::lock_guard lk(lease_mutex_);
+        auto it = leases_.find(name);
+        return detail::lease_rule::read(name, it == leases_.end() ? nullptr : &it->second, now_ns());
+    }
+
+    /// The clock lease expiry is judged on.
+    const Clock& clock() const noexcept { return clock_; }
+
+private:
+    template <class Assign>
+    result<void, write_error> fence_apply(std::string_view key, fence_token token,
+                                          std::optional<std::uint64_t> seq, Assign&& assign) {
+        std::lock_guard lk(fence_mutex_);
+        return detail::fence_rule::apply(detail::find_or_insert(fences_, key), token, seq,
+                                         std::forward<Assign>(assign));
+    }
+    std::int64_t now_ns() const { return since_epoch_ns(clock_.now()); }
+    // The record of a name, or a scratch free record (renew and release of an
+    // unknown name are refused without growing the table).
+    detail::lease_rule::record& existing(std::string_view name) {
+        auto it = leases_.find(name);
+        if (it != leases_.end()) return it->second;
+        scratch_ = {};
+        return scratch_;
+    }
+
+    Clock clock_;
+    mutable std::mutex fence_mutex_;
+    detail::string_map<detail::fence_rule::record> fences_;
+    mutable std::mutex lease_mutex_;
+    detail::string_map<detail::lease_rule::record> leases_;
+    detail::lease_rule::record scratch_;  // guarded by lease_mutex_
+};
+
+/// The everyday in-memory store (leases judged on steady_clock).
+using memory_store = basic_memory_store<>;
+
+static_assert(fence_store<memory_store>);
+static_assert(fence_update_store<memory_store>);
+static_assert(lease_store<memory_store>);
+
+/// A fenced resource in a memory_store.
+using fenced_resource = basic_fenced_resource<memory_store>;
+/// Many fenced resources in a memory_store.
+using keyed_fenced_resource = basic_keyed_fenced_resource<memory_store>;
+/// Leases in a memory_store.
+using lease_manager = basic_lease_manager<memory_store>;
+
+}  // namespace coord

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0
+# Configures, builds and runs one consumer project from scratch.
+file(REMOVE_RECURSE "${BIN}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}")
+  endif()
+endfunction()
+run("${CMAKE_COMMAND}" -S "${SRC}" -B "${BIN}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=${COMPILER}"
+    "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCOORD_SOURCE_DIR=${COORD_SOURCE_DIR}")
+run("${CMAKE_COMMAND}" --build "${BIN}")
+run("${BIN}/consumer")

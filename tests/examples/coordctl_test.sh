@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# coordctl's subcommands: output and exit codes (0 ok, 1 infrastructure,
+# 2 usage, 3 refused by the primitive's rule).
+set -u
+ctl="$1"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+store="file:$dir/state"
+failures=0
+
+# expect CODE OUTPUT -- ARGS...: runs coordctl, checks exit code and stdout.
+expect() {
+  local want_rc="$1" want_out="$2"; shift 3
+  local out rc
+  out=$("$ctl" "$@" 2>"$dir/stderr"); rc=$?
+  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
+    echo "FAIL: coordctl $*"
+    echo "  want rc=$want_rc out='$want_out'"
+    echo "  got  rc=$rc out='$out' stderr='$(cat "$dir/stderr")'"
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 "fence=0 value=" -- fence read --store "$store" --key k
+expect 0 "accepted" -- fence write --store "$store" --key k --token 42 --value B
+expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key k --token 41 --value A
+expect 0 "accepted" -- fence write --store "$store" --key k --token 42 --value B2
+expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k
+
+expect 0 "token=1" -- lease acquire --store "$store" --name n --owner A --ttl 60000
+expect 3 "held by A" -- lease acquire --store "$store" --name n --owner B --ttl 60000
+expect 3 "not the holder" -- lease release --store "$store" --name n --owner B
+expect 0 "renewed token=1" -- lease renew --store "$store" --name n --owner A
+expect 0 "released" -- lease release --store "$store" --name n --owner A
+expect 0 "token=2" -- lease acquire --store "$store" --name n --owner B --ttl 60000
+
+# Bad usage: exit 2.
+expect 2 "" -- fence write --store "$store" --key k --token minus --value V
+expect 2 "" -- fence write --store "$store" --key k --value V
+expect 2 "" -- fence write --store "mysql:x" --key k --token 1 --value V
+expect 2 "" -- lease acquire --store "$store" --name n --owner A --ttl 0
+expect 2 "" -- lease acquire --store "$store" --name n --owner A --ttl 1 --color red
+expect 2 "" -- nosuch thing
+expect 2 "" --
+
+# Infrastructure: a corrupt state file or a missing directory, exit 1.
+printf 'garbage that is not a coord state file........................' > "$dir/bad"
+expect 1 "" -- fence read --store "file:$dir/bad" --key k
+grep -q "$dir/bad" "$dir/stderr" || { echo "FAIL: corrupt-file error does not name the file"; failures=$((failures + 1)); }
+expect 1 "" -- fence read --store "file:$dir/missing/dir/state" --key k
+
+if [ "$failures" -ne 0 ]; then echo "$failures coordctl check(s) failed"; exit 1; fi
+echo "coordctl: all checks passed"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian packages coord's build, tests and benchmarks need, when
+# they are missing (a no-op on a machine that has them). Needs root to install.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ clang-14 libgtest-dev libbenchmark-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+  echo "tests/setup.sh: missing packages (${missing[*]}); run as root or install them" >&2
+  exit 1
+fi
+echo "tests/setup.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi

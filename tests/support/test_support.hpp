@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// tests/support/test_support.hpp: helpers shared by coord's tests: a
+// scratch directory, and the store factories the conformance suites run on.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "coord/clock.hpp"
+#include "coord/storage/file.hpp"
+#include "coord/storage/memory.hpp"
+
+namespace coord::test {
+
+/// A fresh directory under the system temp dir, removed with its contents.
+class scratch_dir {
+public:
+    scratch_dir() {
+        static std::atomic<int> counter{0};
+        std::random_device rd;
+        path_ = std::filesystem::temp_directory_path() /
+                ("coord-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+                 std::to_string(rd()));
+        std::filesystem::create_directories(path_);
+    }
+    ~scratch_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    scratch_dir(const scratch_dir&) = delete;
+    scratch_dir& operator=(const scratch_dir&) = delete;
+    const std::filesystem::path& path() const noexcept { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+/// A fixed instant for tests: 2026-10-13T09:00:00Z.
+inline manual_clock::duration test_epoch() {
+    using namespace std::chrono;
+    return duration_cast<manual_clock::duration>(sys_days{year{2026} / 10 / 13}.time_since_epoch() + hours{9});
+}
+
+/// Factories the typed conformance suites are instantiated with: each makes
+/// a fresh store judged on the given manual_clock.
+struct memory_factory {
+    using store_type = basic_memory_store<manual_clock>;
+    static constexpr const char* name = "memory";
+    std::unique_ptr<store_type> make(manual_clock clock) { return std::make_unique<store_type>(clock); }
+    /// A second handle on the same state (for a memory store: the same object).
+    store_type* reopen(store_type* s, manual_clock) { return s; }
+};
+
+struct file_factory {
+    using store_type = basic_file_store<manual_clock>;
+    static constexpr const char* name = "file";
+    scratch_dir dir;
+    std::unique_ptr<store_type> make(manual_clock clock) {
+        return std::make_unique<store_type>(dir / "state", clock);
+    }
+    /// A second store object on the same file, as another process would open it.
+    std::unique_ptr<store_type> second;
+    store_type* reopen(store_type*, manual_clock clock) {
+        second = std::make_unique<store_type>(dir / "state", clock);
+        return second.get();
+    }
+};
+
+}  // namespace coord::test
