@@ -10,6 +10,8 @@
 //   coordctl lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS
 //   coordctl lease renew   --store file:PATH --name N --owner O
 //   coordctl lease release --store file:PATH --name N --owner O
+//   coordctl snowflake next [--node N] [-n COUNT] [--state file:PATH]
+//   coordctl snowflake decode ID
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +27,7 @@
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/snowflake.hpp"
 #include "coord/storage/file.hpp"
 
 namespace {
@@ -38,6 +41,9 @@ constexpr const char* usage_text =
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
     "  lease renew   --store file:PATH --name N --owner O\n"
     "  lease release --store file:PATH --name N --owner O\n"
+    "  snowflake next [--node N] [-n COUNT] [--state file:PATH]\n"
+    "                (without --state, IDs are unique only within one invocation)\n"
+    "  snowflake decode ID\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -51,12 +57,14 @@ public:
     options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed) {
         for (std::size_t i = 0; i < args.size(); ++i) {
             const auto a = args[i];
-            if (a.substr(0, 2) != "--" || !allowed.count(a.substr(2)))
-                throw usage_error("unknown option: " + std::string(a));
+            // "--name value", and "-n value" for single-letter options.
+            const auto name = a.substr(0, 2) == "--" ? a.substr(2) : a.size() == 2 && a[0] == '-' ? a.substr(1) : "";
+            if (name.empty() || !allowed.count(name)) throw usage_error("unknown option: " + std::string(a));
             if (i + 1 >= args.size()) throw usage_error("option needs a value: " + std::string(a));
-            values_[std::string(a.substr(2))] = std::string(args[++i]);
+            values_[std::string(name)] = std::string(args[++i]);
         }
     }
+    bool has(const std::string& name) const { return values_.count(name) != 0; }
     const std::string& required(const std::string& name) const {
         auto it = values_.find(name);
         if (it == values_.end()) throw usage_error("missing option --" + name);
@@ -169,6 +177,66 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
     throw usage_error("unknown lease command: " + std::string(verb));
 }
 
+template <class Store>
+int snowflake_next(Store& store, std::uint64_t node, std::uint64_t count) {
+    coord::snowflake_options options;
+    options.node = node;
+    coord::basic_snowflake<coord::default_layout, coord::system_clock, Store> ids{store, options};
+    std::string out;
+    for (std::uint64_t i = 0; i < count; ++i) {
+        auto id = ids.next();
+        if (!id) {
+            std::fputs(out.c_str(), stdout);
+            if (id.error() == coord::errc::lease_held) {
+                std::printf("node %llu is held by another generator\n", static_cast<unsigned long long>(node));
+                return exit_refused;
+            }
+            for (auto rule : {coord::errc::clock_rollback, coord::errc::sequence_exhausted, coord::errc::time_exhausted,
+                              coord::errc::lease_lost, coord::errc::stale_fence})
+                if (id.error() == rule) {
+                    std::printf("refused: %s\n", id.error().message().c_str());
+                    return exit_refused;
+                }
+            std::fprintf(stderr, "error: %s\n", id.error().message().c_str());
+            return exit_infra;
+        }
+        out += std::to_string(*id);
+        out += '\n';
+    }
+    std::fputs(out.c_str(), stdout);
+    return exit_ok;
+}
+
+int snowflake_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb == "next") {
+        options o(args, {"node", "n", "state"});
+        const auto node = o.has("node") ? o.number("node") : 0;
+        if (node > coord::default_layout::max_node)
+            throw usage_error("--node must be 0.." + std::to_string(coord::default_layout::max_node));
+        const auto count = o.has("n") ? o.number("n") : 1;
+        if (count < 1 || count > 10'000'000) throw usage_error("-n must be 1..10000000");
+        if (!o.has("state")) {
+            coord::memory_store store;
+            return snowflake_next(store, node, count);
+        }
+        const auto& spec = o.required("state");
+        if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
+            throw usage_error("--state must be file:PATH, got '" + spec + "'");
+        coord::file_store store{spec.substr(5)};
+        return snowflake_next(store, node, count);
+    }
+    if (verb == "decode") {
+        if (args.size() != 1) throw usage_error("snowflake decode takes one ID");
+        auto id = coord::default_layout::parse(args[0]);
+        if (!id) throw usage_error("not a Snowflake ID of the default layout: '" + std::string(args[0]) + "'");
+        const auto p = coord::default_layout::decode(*id);
+        std::printf("time=%s node=%llu seq=%llu\n", coord::format_utc(p.time).c_str(),
+                    static_cast<unsigned long long>(p.node), static_cast<unsigned long long>(p.sequence));
+        return exit_ok;
+    }
+    throw usage_error("unknown snowflake command: " + std::string(verb));
+}
+
 int run(const std::vector<std::string_view>& argv) {
     if (argv.size() < 2) throw usage_error("missing command");
     const auto primitive = argv[0];
@@ -176,6 +244,7 @@ int run(const std::vector<std::string_view>& argv) {
     const std::vector<std::string_view> rest(argv.begin() + 2, argv.end());
     if (primitive == "fence") return fence_command(verb, rest);
     if (primitive == "lease") return lease_command(verb, rest);
+    if (primitive == "snowflake") return snowflake_command(verb, rest);
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

@@ -15,13 +15,17 @@
 //   clock.set(clock.now() - std::chrono::seconds{5});   // a step back
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <concepts>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace coord {
@@ -49,6 +53,15 @@ concept unix_clock = clock<C> && C::is_unix_epoch;
 template <class C>
 concept monotonic_clock = clock<C> && C::is_steady;
 
+namespace detail {
+template <class C, class TimePoint>
+void precise_sleep_until(const C& c, TimePoint t) {
+    constexpr auto spin = std::chrono::microseconds{200};
+    if (t - c.now() > spin) std::this_thread::sleep_until(t - spin);
+    while (c.now() < t) std::this_thread::yield();
+}
+}  // namespace detail
+
 /// std::chrono::system_clock as a policy: the machine's wall clock, on the
 /// Unix epoch, which can step backwards.
 struct system_clock {
@@ -57,8 +70,17 @@ struct system_clock {
     static constexpr bool is_unix_epoch = true;
     static constexpr bool is_steady = false;
 
-    time_point now() const noexcept { return std::chrono::system_clock::now(); }
-    void sleep_until(time_point t) const { std::this_thread::sleep_until(t); }
+    /// One clock_gettime(CLOCK_REALTIME) (a vDSO call, no system call):
+    /// what std::chrono::system_clock::now() does, without its out-of-line call.
+    time_point now() const noexcept {
+        timespec ts;
+        ::clock_gettime(CLOCK_REALTIME, &ts);
+        return time_point{std::chrono::duration_cast<duration>(std::chrono::seconds{ts.tv_sec} +
+                                                               std::chrono::nanoseconds{ts.tv_nsec})};
+    }
+    /// Sleeps for the bulk of the wait and yields for the last 200 us, so a
+    /// wait for the next millisecond does not overshoot by a timer slack.
+    void sleep_until(time_point t) const { detail::precise_sleep_until(*this, t); }
 };
 
 /// std::chrono::steady_clock as a policy: never goes back, arbitrary epoch.
@@ -68,8 +90,15 @@ struct steady_clock {
     static constexpr bool is_unix_epoch = false;
     static constexpr bool is_steady = true;
 
-    time_point now() const noexcept { return std::chrono::steady_clock::now(); }
-    void sleep_until(time_point t) const { std::this_thread::sleep_until(t); }
+    /// One clock_gettime(CLOCK_MONOTONIC), as std::chrono::steady_clock::now().
+    time_point now() const noexcept {
+        timespec ts;
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        return time_point{std::chrono::duration_cast<duration>(std::chrono::seconds{ts.tv_sec} +
+                                                               std::chrono::nanoseconds{ts.tv_nsec})};
+    }
+    /// As system_clock::sleep_until.
+    void sleep_until(time_point t) const { detail::precise_sleep_until(*this, t); }
 };
 
 /// A clock that moves only when told: advance(d), set(t), including
@@ -171,6 +200,20 @@ static_assert(unix_clock<manual_clock> && monotonic_clock<manual_clock>);
 template <class TimePoint>
 constexpr std::int64_t unix_millis(TimePoint t) noexcept {
     return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+/// A Unix time as ISO 8601 UTC with milliseconds: 2026-10-13T09:00:00.000Z.
+inline std::string format_utc(std::chrono::sys_time<std::chrono::milliseconds> t) {
+    using namespace std::chrono;
+    const auto day = floor<days>(t);
+    const year_month_day ymd{day};
+    const hh_mm_ss<milliseconds> hms{t - day};
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(ymd.year()),
+                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                  static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                  static_cast<int>(hms.seconds().count()), static_cast<int>(hms.subseconds().count()));
+    return buf;
 }
 
 /// Nanoseconds since the clock's epoch: how stores persist a time point.

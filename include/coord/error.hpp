@@ -47,9 +47,10 @@ enum class errc {
     sequence_exhausted,
     /// The lease a generator issues under could not be renewed in time.
     lease_lost,
-    /// A store's reservation or configuration cannot serve the request (for
-    /// example a Snowflake layout whose timestamp field has run out).
+    /// An ID layout's timestamp field has run out: issuing would wrap.
     time_exhausted,
+    /// Text that should hold an ID, a UUID or a slot is malformed.
+    invalid_text,
 };
 
 namespace detail {
@@ -74,6 +75,7 @@ public:
         case errc::sequence_exhausted: return "sequence exhausted";
         case errc::lease_lost: return "lease lost";
         case errc::time_exhausted: return "timestamp field exhausted";
+        case errc::invalid_text: return "invalid text";
         }
         return "unknown coord error";
     }

@@ -35,6 +35,19 @@ expect 0 "renewed token=1" -- lease renew --store "$store" --name n --owner A
 expect 0 "released" -- lease release --store "$store" --name n --owner A
 expect 0 "token=2" -- lease acquire --store "$store" --name n --owner B --ttl 60000
 
+# Snowflake: COUNT increasing IDs; runs on one state file never repeat.
+ids=$("$ctl" snowflake next -n 5)
+[ "$(echo "$ids" | wc -l)" = 5 ] && [ "$(echo "$ids" | sort -n | uniq)" = "$ids" ] \
+  || { echo "FAIL: snowflake next -n 5 gave: $ids"; failures=$((failures + 1)); }
+for run in 1 2 3; do "$ctl" snowflake next -n 100 --node 3 --state "file:$dir/sf" >> "$dir/sf_ids" || failures=$((failures + 1)); done
+[ "$(wc -l < "$dir/sf_ids")" = 300 ] && [ "$(sort -n "$dir/sf_ids" | uniq)" = "$(cat "$dir/sf_ids")" ] \
+  || { echo "FAIL: snowflake runs on one state file repeated or reordered IDs"; failures=$((failures + 1)); }
+expect 0 "time=2026-10-13T09:00:00.000Z node=5 seq=7" -- snowflake decode $(( (1791882000000 - 1288834974657) << 22 | 5 << 12 | 7 ))
+expect 2 "" -- snowflake decode 12x
+expect 2 "" -- snowflake decode 9223372036854775808
+expect 2 "" -- snowflake next --node 1024
+expect 2 "" -- snowflake next -n 0
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V

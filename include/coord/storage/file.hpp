@@ -57,6 +57,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "coord/result.hpp"
+#include "coord/snowflake.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace coord {
@@ -76,6 +77,7 @@ struct file_state {
     std::uint64_t generation = 0;
     string_map<fence_rule::record> fences;
     string_map<lease_rule::record> leases;
+    string_map<reservation_rule::record> reservations;
 };
 
 /// A file descriptor closed on destruction.
@@ -119,15 +121,16 @@ inline int retry_open(const char* path, int flags, mode_t mode = 0644) noexcept 
 ///   payload: u32 section count, then per section: u8 id, u64 length, bytes.
 ///   Section 1, fences: u64 n, then n x (key, highest, written, has_seq, seq, value).
 ///   Section 2, leases: u64 n, then n x (name, last_token, held, holder, token, ttl_ns, expires_ns).
+///   Section 3, reservations: u64 n, then n x (key, highest, until_ms).
 struct file_format {
     static constexpr std::string_view magic{"COORD\0SF", 8};
     static constexpr std::uint32_t version = 1;
     static constexpr std::size_t header_size = 40;
-    enum section : std::uint8_t { fences = 1, leases = 2 };
+    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3 };
 
     static std::string encode(const file_state& s) {
         byte_writer p;
-        p.u32(2);
+        p.u32(3);
         section_out(p, fences, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
@@ -149,6 +152,14 @@ struct file_format {
                 w.u64(r.token);
                 w.i64(r.ttl_ns);
                 w.i64(r.expires_ns);
+            }
+        });
+        section_out(p, reservations, [&](byte_writer& w) {
+            w.u64(s.reservations.size());
+            for (const auto& [k, r] : s.reservations) {
+                w.str(k);
+                w.u64(r.highest);
+                w.i64(r.until_ms);
             }
         });
         byte_writer h;
@@ -215,6 +226,14 @@ struct file_format {
                     rec.expires_ns = r.i64();
                     s.leases.insert_or_assign(std::move(key), std::move(rec));
                 }
+            } else if (id == reservations) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    auto key = r.str();
+                    reservation_rule::record rec;
+                    rec.highest = r.u64();
+                    rec.until_ms = r.i64();
+                    s.reservations.insert_or_assign(std::move(key), rec);
+                }
             } else {
                 // A checksummed section we do not know: written by a newer coord.
                 return fail(errc::state_unsupported);
@@ -238,8 +257,8 @@ private:
 
 }  // namespace detail
 
-/// The durable file store: fence_store, fence_update_store and lease_store
-/// over one state file shared by the processes of one machine.
+/// The durable file store: fence_store, fence_update_store, lease_store and
+/// snowflake_store over one state file shared by the processes of one machine.
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
 template <clock Clock = system_clock>
@@ -310,6 +329,15 @@ public:
                 auto it = s.leases.find(name);
                 return detail::lease_rule::read(name, it == s.leases.end() ? nullptr : &it->second, now);
             });
+    }
+
+    // snowflake_store -----------------------------------------------------
+
+    result<std::int64_t, write_error> snowflake_reserve(std::string_view key, std::int64_t until_ms,
+                                                        fence_token token) {
+        return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
+            return detail::reservation_rule::reserve(detail::find_or_insert(s.reservations, key), until_ms, token);
+        });
     }
 
     /// The state file's path.
@@ -456,5 +484,6 @@ using file_store = basic_file_store<>;
 static_assert(fence_store<file_store>);
 static_assert(fence_update_store<file_store>);
 static_assert(lease_store<file_store>);
+static_assert(snowflake_store<file_store>);
 
 }  // namespace coord

@@ -13,6 +13,7 @@
 //   coord::fenced_resource res{store, "orders"};
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -46,9 +47,25 @@ V& find_or_insert(string_map<V>& m, std::string_view key) {
     if (it == m.end()) it = m.emplace(std::string(key), V{}).first;
     return it->second;
 }
+/// The rule behind snowflake_store (coord/snowflake.hpp): a reserved-until
+/// time that only grows, fenced by the node lease's token.
+struct reservation_rule {
+    struct record {
+        fence_token highest = 0;
+        std::int64_t until_ms = 0;
+    };
+    static result<std::int64_t, write_error> reserve(record& r, std::int64_t until_ms, fence_token token) {
+        if (token < r.highest) return unexpected(write_error{make_error_code(errc::stale_fence), r.highest});
+        r.highest = token;
+        r.until_ms = std::max(r.until_ms, until_ms);
+        return r.until_ms;
+    }
+};
+
 }  // namespace detail
 
-/// The in-memory store: fence_store, fence_update_store and lease_store.
+/// The in-memory store: fence_store, fence_update_store, lease_store and
+/// snowflake_store.
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
 class basic_memory_store {
@@ -99,6 +116,14 @@ public:
         return detail::lease_rule::read(name, it == leases_.end() ? nullptr : &it->second, now_ns());
     }
 
+    // snowflake_store -----------------------------------------------------
+
+    result<std::int64_t, write_error> snowflake_reserve(std::string_view key, std::int64_t until_ms,
+                                                        fence_token token) {
+        std::lock_guard lk(reservation_mutex_);
+        return detail::reservation_rule::reserve(detail::find_or_insert(reservations_, key), until_ms, token);
+    }
+
     /// The clock lease expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
 
@@ -126,6 +151,8 @@ private:
     mutable std::mutex lease_mutex_;
     detail::string_map<detail::lease_rule::record> leases_;
     detail::lease_rule::record scratch_;  // guarded by lease_mutex_
+    std::mutex reservation_mutex_;
+    detail::string_map<detail::reservation_rule::record> reservations_;
 };
 
 /// The everyday in-memory store (leases judged on steady_clock).
