@@ -12,6 +12,8 @@
 //   coordctl lease release --store file:PATH --name N --owner O
 //   coordctl snowflake next [--node N] [-n COUNT] [--state file:PATH]
 //   coordctl snowflake decode ID
+//   coordctl segment next --store file:PATH --tag T [-n COUNT]
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +29,7 @@
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
 #include "coord/storage/file.hpp"
 
@@ -44,6 +47,7 @@ constexpr const char* usage_text =
     "  snowflake next [--node N] [-n COUNT] [--state file:PATH]\n"
     "                (without --state, IDs are unique only within one invocation)\n"
     "  snowflake decode ID\n"
+    "  segment next --store file:PATH --tag T [-n COUNT]\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -237,6 +241,45 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
     throw usage_error("unknown snowflake command: " + std::string(verb));
 }
 
+int segment_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb != "next") throw usage_error("unknown segment command: " + std::string(verb));
+    options o(args, {"store", "tag", "n"});
+    const auto& tag = o.required("tag");
+    if (tag.empty()) throw usage_error("--tag must not be empty");
+    const auto count = o.has("n") ? o.number("n") : 1;
+    if (count < 1 || count > 10'000'000) throw usage_error("-n must be 1..10000000");
+    auto store = open_store(o);
+    // One invocation: ask for about what it will use, so the hole it leaves is small.
+    coord::segment_options opt;
+    opt.min_step = 1;
+    opt.initial_step = count;
+    opt.max_step = std::max<std::uint64_t>(count, 1000);
+    coord::basic_segment_generator<coord::file_store> gen{*store, opt};
+    auto h = gen.tag(tag);
+    std::string out;
+    for (std::uint64_t i = 0; i < count;) {
+        auto id = h.next();
+        if (!id) {
+            if (id.error() == coord::errc::allocator_unavailable && gen.stats(tag).last_error == std::error_code{}) {
+                gen.quiesce();  // the prefetch is in flight, not failing
+                continue;
+            }
+            std::fputs(out.c_str(), stdout);
+            if (id.error() == coord::errc::range_exhausted) {
+                std::puts("refused: ID range exhausted");
+                return exit_refused;
+            }
+            const auto cause = gen.stats(tag).last_error;
+            return infra(*store, cause ? cause : id.error());
+        }
+        out += std::to_string(*id);
+        out += '\n';
+        ++i;
+    }
+    std::fputs(out.c_str(), stdout);
+    return exit_ok;
+}
+
 int run(const std::vector<std::string_view>& argv) {
     if (argv.size() < 2) throw usage_error("missing command");
     const auto primitive = argv[0];
@@ -245,6 +288,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "fence") return fence_command(verb, rest);
     if (primitive == "lease") return lease_command(verb, rest);
     if (primitive == "snowflake") return snowflake_command(verb, rest);
+    if (primitive == "segment") return segment_command(verb, rest);
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

@@ -12,6 +12,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "coord/result.hpp"
+#include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"

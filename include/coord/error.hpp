@@ -51,6 +51,11 @@ enum class errc {
     time_exhausted,
     /// Text that should hold an ID, a UUID or a slot is malformed.
     invalid_text,
+    /// Both ranges of a segment generator are used up and the allocator has
+    /// not delivered the next one (it is down or slow).
+    allocator_unavailable,
+    /// A tag's ID space (63 bits) is used up.
+    range_exhausted,
 };
 
 namespace detail {
@@ -76,6 +81,8 @@ public:
         case errc::lease_lost: return "lease lost";
         case errc::time_exhausted: return "timestamp field exhausted";
         case errc::invalid_text: return "invalid text";
+        case errc::allocator_unavailable: return "allocator unavailable";
+        case errc::range_exhausted: return "ID range exhausted";
         }
         return "unknown coord error";
     }

@@ -2,8 +2,11 @@
 // The conformance suites on the embedded stores: memory and file.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
+#include "conformance/segment_allocator_suite.hpp"
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, FenceStoreConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, FenceStoreConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseStoreConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, LeaseStoreConformance, coord::test::file_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SegmentAllocatorConformance, coord::test::memory_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(File, SegmentAllocatorConformance, coord::test::file_factory);

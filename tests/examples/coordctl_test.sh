@@ -48,6 +48,16 @@ expect 2 "" -- snowflake decode 9223372036854775808
 expect 2 "" -- snowflake next --node 1024
 expect 2 "" -- snowflake next -n 0
 
+# Segment: four invocations at once on one store, no duplicates.
+for p in 1 2 3 4; do "$ctl" segment next --store "file:$dir/seg" --tag orders -n 200 > "$dir/seg$p" & done
+wait
+cat "$dir"/seg[1-4] > "$dir/seg_all"
+[ "$(wc -l < "$dir/seg_all")" = 800 ] && [ "$(sort -n "$dir/seg_all" | uniq | wc -l)" = 800 ] \
+  || { echo "FAIL: concurrent segment next gave duplicates or too few IDs"; failures=$((failures + 1)); }
+expect 0 "1" -- segment next --store "file:$dir/segx" --tag t
+expect 2 "" -- segment next --store "file:$dir/segx" --tag t -n 0
+expect 2 "" -- segment next --store "file:$dir/segx"
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V

@@ -78,6 +78,7 @@ struct file_state {
     string_map<fence_rule::record> fences;
     string_map<lease_rule::record> leases;
     string_map<reservation_rule::record> reservations;
+    string_map<segment_rule::record> segments;
 };
 
 /// A file descriptor closed on destruction.
@@ -122,15 +123,16 @@ inline int retry_open(const char* path, int flags, mode_t mode = 0644) noexcept 
 ///   Section 1, fences: u64 n, then n x (key, highest, written, has_seq, seq, value).
 ///   Section 2, leases: u64 n, then n x (name, last_token, held, holder, token, ttl_ns, expires_ns).
 ///   Section 3, reservations: u64 n, then n x (key, highest, until_ms).
+///   Section 4, segments: u64 n, then n x (tag, next).
 struct file_format {
     static constexpr std::string_view magic{"COORD\0SF", 8};
     static constexpr std::uint32_t version = 1;
     static constexpr std::size_t header_size = 40;
-    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3 };
+    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4 };
 
     static std::string encode(const file_state& s) {
         byte_writer p;
-        p.u32(3);
+        p.u32(4);
         section_out(p, fences, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
@@ -160,6 +162,13 @@ struct file_format {
                 w.str(k);
                 w.u64(r.highest);
                 w.i64(r.until_ms);
+            }
+        });
+        section_out(p, segments, [&](byte_writer& w) {
+            w.u64(s.segments.size());
+            for (const auto& [k, r] : s.segments) {
+                w.str(k);
+                w.u64(r.next);
             }
         });
         byte_writer h;
@@ -234,6 +243,13 @@ struct file_format {
                     rec.until_ms = r.i64();
                     s.reservations.insert_or_assign(std::move(key), rec);
                 }
+            } else if (id == segments) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    auto key = r.str();
+                    segment_rule::record rec;
+                    rec.next = r.u64();
+                    s.segments.insert_or_assign(std::move(key), rec);
+                }
             } else {
                 // A checksummed section we do not know: written by a newer coord.
                 return fail(errc::state_unsupported);
@@ -257,8 +273,8 @@ private:
 
 }  // namespace detail
 
-/// The durable file store: fence_store, fence_update_store, lease_store and
-/// snowflake_store over one state file shared by the processes of one machine.
+/// The durable file store: fence_store, fence_update_store, lease_store,
+/// snowflake_store and segment_allocator over one state file shared by the processes of one machine.
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
 template <clock Clock = system_clock>
@@ -337,6 +353,14 @@ public:
                                                         fence_token token) {
         return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
             return detail::reservation_rule::reserve(detail::find_or_insert(s.reservations, key), until_ms, token);
+        });
+    }
+
+    // segment_allocator ---------------------------------------------------
+
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::segment_rule::allocate(detail::find_or_insert(s.segments, tag), step);
         });
     }
 
@@ -485,5 +509,6 @@ static_assert(fence_store<file_store>);
 static_assert(fence_update_store<file_store>);
 static_assert(lease_store<file_store>);
 static_assert(snowflake_store<file_store>);
+static_assert(segment_allocator<file_store>);
 
 }  // namespace coord

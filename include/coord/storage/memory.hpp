@@ -28,6 +28,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "coord/result.hpp"
+#include "coord/segment.hpp"
 
 namespace coord {
 
@@ -64,8 +65,8 @@ struct reservation_rule {
 
 }  // namespace detail
 
-/// The in-memory store: fence_store, fence_update_store, lease_store and
-/// snowflake_store.
+/// The in-memory store: fence_store, fence_update_store, lease_store,
+/// snowflake_store and segment_allocator.
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
 class basic_memory_store {
@@ -124,6 +125,13 @@ public:
         return detail::reservation_rule::reserve(detail::find_or_insert(reservations_, key), until_ms, token);
     }
 
+    // segment_allocator ---------------------------------------------------
+
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        std::lock_guard lk(segment_mutex_);
+        return detail::segment_rule::allocate(detail::find_or_insert(segments_, tag), step);
+    }
+
     /// The clock lease expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
 
@@ -153,6 +161,8 @@ private:
     detail::lease_rule::record scratch_;  // guarded by lease_mutex_
     std::mutex reservation_mutex_;
     detail::string_map<detail::reservation_rule::record> reservations_;
+    std::mutex segment_mutex_;
+    detail::string_map<detail::segment_rule::record> segments_;
 };
 
 /// The everyday in-memory store (leases judged on steady_clock).
@@ -161,6 +171,7 @@ using memory_store = basic_memory_store<>;
 static_assert(fence_store<memory_store>);
 static_assert(fence_update_store<memory_store>);
 static_assert(lease_store<memory_store>);
+static_assert(segment_allocator<memory_store>);
 
 /// A fenced resource in a memory_store.
 using fenced_resource = basic_fenced_resource<memory_store>;
@@ -168,5 +179,7 @@ using fenced_resource = basic_fenced_resource<memory_store>;
 using keyed_fenced_resource = basic_keyed_fenced_resource<memory_store>;
 /// Leases in a memory_store.
 using lease_manager = basic_lease_manager<memory_store>;
+/// Segment IDs from a memory_store's allocator (one process).
+using segment_generator = basic_segment_generator<memory_store>;
 
 }  // namespace coord
