@@ -13,6 +13,8 @@
 //   coordctl snowflake next [--node N] [-n COUNT] [--state file:PATH]
 //   coordctl snowflake decode ID
 //   coordctl segment next --store file:PATH --tag T [-n COUNT]
+//   coordctl uuid7 [-n COUNT]
+//   coordctl uuid inspect UUID
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -32,6 +34,7 @@
 #include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
 #include "coord/storage/file.hpp"
+#include "coord/uuid7.hpp"
 
 namespace {
 
@@ -48,6 +51,8 @@ constexpr const char* usage_text =
     "                (without --state, IDs are unique only within one invocation)\n"
     "  snowflake decode ID\n"
     "  segment next --store file:PATH --tag T [-n COUNT]\n"
+    "  uuid7 [-n COUNT]\n"
+    "  uuid inspect UUID\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -280,7 +285,48 @@ int segment_command(std::string_view verb, const std::vector<std::string_view>& 
     return exit_ok;
 }
 
+int uuid7_command(const std::vector<std::string_view>& args) {
+    options o(args, {"n"});
+    const auto count = o.has("n") ? o.number("n") : 1;
+    if (count < 1 || count > 10'000'000) throw usage_error("-n must be 1..10000000");
+    coord::uuid7_generator gen;
+    std::string out;
+    char text[37] = {};
+    for (std::uint64_t i = 0; i < count; ++i) {
+        auto u = gen.next();
+        if (!u) {
+            std::fputs(out.c_str(), stdout);
+            std::printf("refused: %s\n", u.error().message().c_str());
+            return exit_refused;
+        }
+        u->to_chars(text);
+        out.append(text, 36);
+        out += '\n';
+    }
+    std::fputs(out.c_str(), stdout);
+    return exit_ok;
+}
+
+int uuid_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb != "inspect") throw usage_error("unknown uuid command: " + std::string(verb));
+    if (args.size() != 1) throw usage_error("uuid inspect takes one UUID");
+    auto u = coord::uuid::parse(args[0]);
+    if (!u) throw usage_error("not a UUID: '" + std::string(args[0]) + "'");
+    const char* variant = "future";
+    switch (u->variant()) {
+    case coord::uuid::variant_kind::ncs: variant = "ncs"; break;
+    case coord::uuid::variant_kind::rfc9562: variant = "rfc9562"; break;
+    case coord::uuid::variant_kind::microsoft: variant = "microsoft"; break;
+    case coord::uuid::variant_kind::future: break;
+    }
+    std::printf("version=%d variant=%s", u->version(), variant);
+    if (auto t = u->time()) std::printf(" time=%s", coord::format_utc(*t).c_str());
+    std::printf("\n");
+    return exit_ok;
+}
+
 int run(const std::vector<std::string_view>& argv) {
+    if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
     const auto primitive = argv[0];
     const auto verb = argv[1];
@@ -289,6 +335,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "lease") return lease_command(verb, rest);
     if (primitive == "snowflake") return snowflake_command(verb, rest);
     if (primitive == "segment") return segment_command(verb, rest);
+    if (primitive == "uuid") return uuid_command(verb, rest);
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

@@ -93,6 +93,13 @@ public:
         return has_value() ? **this : static_cast<T>(std::forward<U>(fallback));
     }
 
+    /// Equal to a value when it holds an equal value (as std::expected).
+    template <class U>
+        requires(!std::is_same_v<std::remove_cvref_t<U>, result> && requires(const T& t, const U& u) { t == u; })
+    friend constexpr bool operator==(const result& r, const U& v) {
+        return r.has_value() && *r == v;
+    }
+
 private:
     constexpr void check() const {
         if (!has_value()) throw bad_result_access();

@@ -65,6 +65,7 @@
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/reservation.hpp"
 #include "coord/result.hpp"
 #include "coord/storage/memory.hpp"
 
@@ -219,28 +220,12 @@ struct snowflake_options {
     std::function<void(const snowflake_event&)> on_event;
 };
 
-/// A store that keeps, per key, a reserved-until time and a fence.
-///
-/// Semantic requirements the compiler cannot check:
-/// - snowflake_reserve(key, until_ms, token) is ONE atomic step: refuse with
-///   errc::stale_fence (changing nothing) when token is below the highest
-///   token seen for key; else record token as highest, set reserved-until to
-///   max(reserved-until, until_ms) and return the new reserved-until (Unix
-///   milliseconds). until_ms 0 just reads (and fences).
-/// - reserved-until never goes back, across threads, processes and restarts.
-/// - A transport failure returns its error and is never reported as success;
-///   a write that may have happened is errc::outcome_unknown.
-template <class S>
-concept snowflake_store = requires(S& s, std::string_view key, std::int64_t until_ms, fence_token t) {
-    { s.snowflake_reserve(key, until_ms, t) } -> std::same_as<result<std::int64_t, write_error>>;
-};
-
 /// The Snowflake generator. next() is safe from any number of threads and
 /// lock-free on its hot path (one clock read, one compare-and-swap); the
 /// store is written once per reservation window and the lease renewed once
 /// per third of its term, on whichever call finds it due. Not copyable; the
 /// store must outlive it.
-template <class Layout = default_layout, unix_clock Clock = system_clock, snowflake_store Store = memory_store>
+template <class Layout = default_layout, unix_clock Clock = system_clock, time_reservation_store Store = memory_store>
 class basic_snowflake {
 public:
     using layout = Layout;
@@ -482,7 +467,7 @@ private:
         }
         if (!lease_) slow_at_ns_.store(never, std::memory_order_release);
         token_ = token;
-        auto r = store_->snowflake_reserve(key_, 0, token_);
+        auto r = store_->time_reserve(key_, 0, token_);
         if (!r) {
             release_lease_locked();
             slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
@@ -505,7 +490,7 @@ private:
         if (lost_.load(std::memory_order_relaxed)) return unexpected(make_error_code(errc::lease_lost));
         if (lease_ && now_ns >= deadline_ns_) return lose_lease();
         const auto until = Layout::tick_start(tick) + std::max(opt_.reserve_ahead, Layout::tick).count();
-        auto r = store_->snowflake_reserve(key_, until, token_);
+        auto r = store_->time_reserve(key_, until, token_);
         if (!r) {
             if (r.error() == errc::stale_fence) return lose_lease();
             return unexpected(r.error().code);
@@ -596,6 +581,5 @@ private:
 /// for restarts and for several processes).
 using snowflake = basic_snowflake<>;
 
-static_assert(snowflake_store<memory_store>);
 
 }  // namespace coord

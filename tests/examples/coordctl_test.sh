@@ -58,6 +58,18 @@ expect 0 "1" -- segment next --store "file:$dir/segx" --tag t
 expect 2 "" -- segment next --store "file:$dir/segx" --tag t -n 0
 expect 2 "" -- segment next --store "file:$dir/segx"
 
+# UUIDs: COUNT canonical v7 UUIDs, strictly increasing; inspect.
+uu=$("$ctl" uuid7 -n 50)
+[ "$(echo "$uu" | wc -l)" = 50 ] && [ "$(echo "$uu" | LC_ALL=C sort -u)" = "$uu" ] \
+  && echo "$uu" | grep -qvE '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' && false \
+  || [ "$(echo "$uu" | grep -cE '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$')" = 50 ] \
+  || { echo "FAIL: uuid7 -n 50 gave: $uu"; failures=$((failures + 1)); }
+expect 0 "version=7 variant=rfc9562 time=2022-02-22T19:22:22.000Z" -- uuid inspect 017f22e2-79b0-7cc3-98c4-dc0c0c07398f
+expect 0 "version=7 variant=rfc9562 time=2022-02-22T19:22:22.000Z" -- uuid inspect urn:uuid:017F22E2-79B0-7CC3-98C4-DC0C0C07398F
+expect 0 "version=4 variant=rfc9562" -- uuid inspect 919108f7-52d1-4320-9bac-f847db4148a8
+expect 2 "" -- uuid inspect "{017f22e2-79b0-7cc3-98c4-dc0c0c07398f}"
+expect 2 "" -- uuid7 -n 0
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V

@@ -57,7 +57,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "coord/result.hpp"
-#include "coord/snowflake.hpp"
+#include "coord/reservation.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace coord {
@@ -274,7 +274,8 @@ private:
 }  // namespace detail
 
 /// The durable file store: fence_store, fence_update_store, lease_store,
-/// snowflake_store and segment_allocator over one state file shared by the processes of one machine.
+/// time_reservation_store and segment_allocator over one state file shared
+/// by the processes of one machine.
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
 template <clock Clock = system_clock>
@@ -347,9 +348,9 @@ public:
             });
     }
 
-    // snowflake_store -----------------------------------------------------
+    // time_reservation_store ----------------------------------------------
 
-    result<std::int64_t, write_error> snowflake_reserve(std::string_view key, std::int64_t until_ms,
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
                                                         fence_token token) {
         return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
             return detail::reservation_rule::reserve(detail::find_or_insert(s.reservations, key), until_ms, token);
@@ -508,7 +509,7 @@ using file_store = basic_file_store<>;
 static_assert(fence_store<file_store>);
 static_assert(fence_update_store<file_store>);
 static_assert(lease_store<file_store>);
-static_assert(snowflake_store<file_store>);
+static_assert(time_reservation_store<file_store>);
 static_assert(segment_allocator<file_store>);
 
 }  // namespace coord

@@ -27,6 +27,7 @@
 #include "coord/clock.hpp"
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/reservation.hpp"
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
 
@@ -48,25 +49,10 @@ V& find_or_insert(string_map<V>& m, std::string_view key) {
     if (it == m.end()) it = m.emplace(std::string(key), V{}).first;
     return it->second;
 }
-/// The rule behind snowflake_store (coord/snowflake.hpp): a reserved-until
-/// time that only grows, fenced by the node lease's token.
-struct reservation_rule {
-    struct record {
-        fence_token highest = 0;
-        std::int64_t until_ms = 0;
-    };
-    static result<std::int64_t, write_error> reserve(record& r, std::int64_t until_ms, fence_token token) {
-        if (token < r.highest) return unexpected(write_error{make_error_code(errc::stale_fence), r.highest});
-        r.highest = token;
-        r.until_ms = std::max(r.until_ms, until_ms);
-        return r.until_ms;
-    }
-};
-
 }  // namespace detail
 
 /// The in-memory store: fence_store, fence_update_store, lease_store,
-/// snowflake_store and segment_allocator.
+/// time_reservation_store and segment_allocator.
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
 class basic_memory_store {
@@ -117,9 +103,9 @@ public:
         return detail::lease_rule::read(name, it == leases_.end() ? nullptr : &it->second, now_ns());
     }
 
-    // snowflake_store -----------------------------------------------------
+    // time_reservation_store ----------------------------------------------
 
-    result<std::int64_t, write_error> snowflake_reserve(std::string_view key, std::int64_t until_ms,
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
                                                         fence_token token) {
         std::lock_guard lk(reservation_mutex_);
         return detail::reservation_rule::reserve(detail::find_or_insert(reservations_, key), until_ms, token);
@@ -172,6 +158,7 @@ static_assert(fence_store<memory_store>);
 static_assert(fence_update_store<memory_store>);
 static_assert(lease_store<memory_store>);
 static_assert(segment_allocator<memory_store>);
+static_assert(time_reservation_store<memory_store>);
 
 /// A fenced resource in a memory_store.
 using fenced_resource = basic_fenced_resource<memory_store>;
