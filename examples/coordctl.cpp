@@ -15,8 +15,10 @@
 //   coordctl segment next --store file:PATH --tag T [-n COUNT]
 //   coordctl uuid7 [-n COUNT]
 //   coordctl uuid inspect UUID
+//   coordctl ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]
 #include <algorithm>
 #include <charconv>
+#include <unistd.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
@@ -53,6 +56,8 @@ constexpr const char* usage_text =
     "  segment next --store file:PATH --tag T [-n COUNT]\n"
     "  uuid7 [-n COUNT]\n"
     "  uuid inspect UUID\n"
+    "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]\n"
+    "                (the effect appends the line SLOT to F)\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -325,6 +330,43 @@ int uuid_command(std::string_view verb, const std::vector<std::string_view>& arg
     return exit_ok;
 }
 
+int ledger_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb != "run") throw usage_error("unknown ledger command: " + std::string(verb));
+    options o(args, {"store", "slot", "effect-file", "replay-window-hours"});
+    auto slot = coord::slot::parse(o.required("slot"));
+    if (!slot) throw usage_error("--slot must be job@YYYY-MM-DDTHH:MM[:SS]Z, got '" + o.required("slot") + "'");
+    const auto& effect_file = o.required("effect-file");
+    coord::ledger_options opt;
+    if (o.has("replay-window-hours")) {
+        const auto h = o.number("replay-window-hours");
+        if (h < 1 || h > 24 * 366 * 10) throw usage_error("--replay-window-hours must be 1..87840");
+        opt.replay_window = std::chrono::hours(h);
+        opt.retention = opt.replay_window + std::chrono::hours(24);
+    }
+    auto store = open_store(o);
+    coord::basic_job_ledger<coord::file_store> ledger{*store, opt};
+    const auto worker = "coordctl-" + std::to_string(::getpid());
+    auto r = ledger.run(*slot, worker, "", [&](const coord::ledger_context&) {
+        std::FILE* f = std::fopen(effect_file.c_str(), "a");
+        if (!f) throw std::runtime_error("cannot open " + effect_file);
+        const auto line = slot->to_string() + "\n";
+        const bool ok = std::fputs(line.c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+        std::fclose(f);
+        if (!ok) throw std::runtime_error("cannot write " + effect_file);
+        return std::string("appended");
+    });
+    if (!r) return infra(*store, r.error());
+    switch (r->kind) {
+    case coord::run_outcome::applied: std::puts("applied"); return exit_ok;
+    case coord::run_outcome::replayed: std::puts("replayed"); return exit_ok;
+    case coord::run_outcome::in_progress: std::puts("in progress"); return exit_refused;
+    case coord::run_outcome::stale_fence: std::puts("stale fence"); return exit_refused;
+    case coord::run_outcome::payload_mismatch: std::puts("payload mismatch"); return exit_refused;
+    case coord::run_outcome::expired: std::puts("expired"); return exit_refused;
+    }
+    return exit_infra;
+}
+
 int run(const std::vector<std::string_view>& argv) {
     if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
@@ -336,6 +378,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "snowflake") return snowflake_command(verb, rest);
     if (primitive == "segment") return segment_command(verb, rest);
     if (primitive == "uuid") return uuid_command(verb, rest);
+    if (primitive == "ledger") return ledger_command(verb, rest);
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

@@ -6,6 +6,7 @@
 //   expired owner: stale fence value: B    A wakes from a pause and is refused
 //   same ms distinct: true ordered: true   4096 Snowflake IDs in one millisecond
 //   rollback: clock rollback               the clock steps back 5 ms: no reissue
+//   job first/replay: true false effects: 1  a slot run twice applies once
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/snowflake.hpp"
 #include "coord/storage/memory.hpp"
@@ -78,10 +80,32 @@ int snowflake_experiment() {
     return 0;
 }
 
+// The scheduler fires billing@2026-10-13T09:00Z twice (a double fire, or a
+// retry after a lost receipt): the effect happens once.
+int replay_experiment() {
+    coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 10 / 13} + 9h + 5s};
+    coord::basic_memory_store<coord::manual_clock> store{clock};
+    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    auto slot = coord::slot::parse("billing@2026-10-13T09:00Z");
+    if (!slot) return 1;
+    int effects = 0;
+    auto charge = [&](const coord::ledger_context&) {
+        ++effects;
+        return std::string("charged");
+    };
+    auto first = ledger.run(*slot, "scheduler-a", "", charge);
+    auto replay = ledger.run(*slot, "scheduler-b", "", charge);
+    if (!first || !replay) return 1;
+    std::printf("job first/replay: %s %s effects: %d\n", first->kind == coord::run_outcome::applied ? "true" : "false",
+                replay->kind == coord::run_outcome::applied ? "true" : "false", effects);
+    return 0;
+}
+
 }  // namespace
 
 int main() {
     if (pause_experiment() != 0) return 1;
     if (snowflake_experiment() != 0) return 1;
+    if (replay_experiment() != 0) return 1;
     return 0;
 }

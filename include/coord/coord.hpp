@@ -10,6 +10,7 @@
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/random.hpp"
 #include "coord/reservation.hpp"

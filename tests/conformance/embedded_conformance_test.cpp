@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The conformance suites on the embedded stores: memory and file.
 #include "conformance/fence_store_suite.hpp"
+#include "conformance/ledger_store_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 
@@ -10,3 +11,5 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseStoreConformance, coord::test::memor
 INSTANTIATE_TYPED_TEST_SUITE_P(File, LeaseStoreConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SegmentAllocatorConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, SegmentAllocatorConformance, coord::test::file_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LedgerStoreConformance, coord::test::memory_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(File, LedgerStoreConformance, coord::test::file_factory);

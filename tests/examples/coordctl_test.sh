@@ -70,6 +70,21 @@ expect 0 "version=4 variant=rfc9562" -- uuid inspect 919108f7-52d1-4320-9bac-f84
 expect 2 "" -- uuid inspect "{017f22e2-79b0-7cc3-98c4-dc0c0c07398f}"
 expect 2 "" -- uuid7 -n 0
 
+# Ledger: 20 runs at once on one slot append one line; later runs replay.
+slot="billing@$(date -u +%Y-%m-%dT%H:00)Z"
+for p in $(seq 1 20); do "$ctl" ledger run --store "file:$dir/ledger" --slot "$slot" --effect-file "$dir/effects" > "$dir/run$p" 2>&1 & done
+wait
+[ "$(wc -l < "$dir/effects")" = 1 ] && [ "$(cat "$dir/effects")" = "${slot%Z}:00Z" ] \
+  || { echo "FAIL: 20 concurrent ledger runs left: $(cat "$dir/effects")"; failures=$((failures + 1)); }
+[ "$(cat "$dir"/run* | grep -c '^applied$')" = 1 ] \
+  || { echo "FAIL: not exactly one 'applied': $(cat "$dir"/run* | sort | uniq -c)"; failures=$((failures + 1)); }
+[ "$(cat "$dir"/run* | grep -cvE '^(applied|replayed|in progress)$')" = 0 ] \
+  || { echo "FAIL: unexpected ledger output: $(cat "$dir"/run*)"; failures=$((failures + 1)); }
+expect 0 "replayed" -- ledger run --store "file:$dir/ledger" --slot "$slot" --effect-file "$dir/effects"
+expect 3 "expired" -- ledger run --store "file:$dir/ledger" --slot "billing@2020-01-01T00:00Z" --effect-file "$dir/effects"
+expect 2 "" -- ledger run --store "file:$dir/ledger" --slot "billing@2026-02-30T00:00Z" --effect-file "$dir/effects"
+expect 2 "" -- ledger run --store "file:$dir/ledger" --slot "$slot"
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V

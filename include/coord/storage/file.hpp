@@ -79,6 +79,7 @@ struct file_state {
     string_map<lease_rule::record> leases;
     string_map<reservation_rule::record> reservations;
     string_map<segment_rule::record> segments;
+    string_map<ledger_record> ledger;
 };
 
 /// A file descriptor closed on destruction.
@@ -124,15 +125,18 @@ inline int retry_open(const char* path, int flags, mode_t mode = 0644) noexcept 
 ///   Section 2, leases: u64 n, then n x (name, last_token, held, holder, token, ttl_ns, expires_ns).
 ///   Section 3, reservations: u64 n, then n x (key, highest, until_ms).
 ///   Section 4, segments: u64 n, then n x (tag, next).
+///   Section 5, ledger: u64 n, then n x (key, scheduled_ms, schedule_version,
+///     state, fence, attempt, holder, lease_until, started, completed,
+///     retain_until, payload_hash, result, fail_reason).
 struct file_format {
     static constexpr std::string_view magic{"COORD\0SF", 8};
     static constexpr std::uint32_t version = 1;
     static constexpr std::size_t header_size = 40;
-    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4 };
+    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5 };
 
     static std::string encode(const file_state& s) {
         byte_writer p;
-        p.u32(4);
+        p.u32(5);
         section_out(p, fences, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
@@ -169,6 +173,25 @@ struct file_format {
             for (const auto& [k, r] : s.segments) {
                 w.str(k);
                 w.u64(r.next);
+            }
+        });
+        section_out(p, ledger, [&](byte_writer& w) {
+            w.u64(s.ledger.size());
+            for (const auto& [k, r] : s.ledger) {
+                w.str(k);
+                w.i64(r.scheduled_ms);
+                w.u32(r.schedule_version);
+                w.u8(static_cast<std::uint8_t>(r.state));
+                w.u64(r.fence);
+                w.u32(r.attempt);
+                w.str(r.holder);
+                w.i64(r.lease_until_ns);
+                w.i64(r.started_ns);
+                w.i64(r.completed_ns);
+                w.i64(r.retain_until_ns);
+                w.str(r.payload_hash);
+                w.str(r.result);
+                w.str(r.fail_reason);
             }
         });
         byte_writer h;
@@ -250,6 +273,28 @@ struct file_format {
                     rec.next = r.u64();
                     s.segments.insert_or_assign(std::move(key), rec);
                 }
+            } else if (id == ledger) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    ledger_record rec;
+                    rec.key = r.str();
+                    rec.scheduled_ms = r.i64();
+                    rec.schedule_version = r.u32();
+                    const auto st = r.u8();
+                    if (st > 2) r.fail();
+                    rec.state = static_cast<ledger_record::state_t>(st);
+                    rec.fence = r.u64();
+                    rec.attempt = r.u32();
+                    rec.holder = r.str();
+                    rec.lease_until_ns = r.i64();
+                    rec.started_ns = r.i64();
+                    rec.completed_ns = r.i64();
+                    rec.retain_until_ns = r.i64();
+                    rec.payload_hash = r.str();
+                    rec.result = r.str();
+                    rec.fail_reason = r.str();
+                    auto key = rec.key;
+                    s.ledger.insert_or_assign(std::move(key), std::move(rec));
+                }
             } else {
                 // A checksummed section we do not know: written by a newer coord.
                 return fail(errc::state_unsupported);
@@ -274,8 +319,8 @@ private:
 }  // namespace detail
 
 /// The durable file store: fence_store, fence_update_store, lease_store,
-/// time_reservation_store and segment_allocator over one state file shared
-/// by the processes of one machine.
+/// time_reservation_store, segment_allocator and ledger_store over one state
+/// file shared by the processes of one machine.
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
 template <clock Clock = system_clock>
@@ -365,6 +410,43 @@ public:
         });
     }
 
+    // ledger_store --------------------------------------------------------
+
+    result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q);
+        });
+    }
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::ledger_rule::heartbeat(find_record(s, key), fence, lease_until);
+        });
+    }
+    result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
+                                 std::int64_t now, std::int64_t retain_until) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::ledger_rule::complete(find_record(s, key), fence, result_text, now, retain_until);
+        });
+    }
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::ledger_rule::fail(find_record(s, key), fence, reason);
+        });
+    }
+    result<std::optional<ledger_record>> ledger_read(std::string_view key) {
+        return transact<false, std::error_code>(
+            [&](detail::file_state& s, std::int64_t) -> result<std::optional<ledger_record>> {
+                auto* r = find_record(s, key);
+                return r ? std::optional<ledger_record>(*r) : std::nullopt;
+            });
+    }
+    result<std::size_t> ledger_prune(std::int64_t now) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) -> result<std::size_t> {
+            return static_cast<std::size_t>(
+                std::erase_if(s.ledger, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
+        });
+    }
+
     /// The state file's path.
     const std::filesystem::path& path() const noexcept { return path_; }
     /// The clock lease expiry is judged on.
@@ -390,6 +472,11 @@ private:
     private:
         int fd_ = -1;
     };
+
+    static ledger_record* find_record(detail::file_state& s, std::string_view key) {
+        auto it = s.ledger.find(key);
+        return it == s.ledger.end() ? nullptr : &it->second;
+    }
 
     template <class E>
     static E as_error(std::error_code ec) {
@@ -511,5 +598,6 @@ static_assert(fence_update_store<file_store>);
 static_assert(lease_store<file_store>);
 static_assert(time_reservation_store<file_store>);
 static_assert(segment_allocator<file_store>);
+static_assert(ledger_store<file_store>);
 
 }  // namespace coord

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -26,6 +27,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
@@ -52,7 +54,8 @@ V& find_or_insert(string_map<V>& m, std::string_view key) {
 }  // namespace detail
 
 /// The in-memory store: fence_store, fence_update_store, lease_store,
-/// time_reservation_store and segment_allocator.
+/// time_reservation_store, segment_allocator, ledger_store and
+/// ledger_run_store (a run's effect executes under the ledger's lock).
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
 class basic_memory_store {
@@ -118,6 +121,56 @@ public:
         return detail::segment_rule::allocate(detail::find_or_insert(segments_, tag), step);
     }
 
+    // ledger_store --------------------------------------------------------
+
+    result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
+        std::lock_guard lk(ledger_mutex_);
+        return detail::ledger_rule::claim(detail::find_or_insert(ledger_, q.key), q);
+    }
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
+        std::lock_guard lk(ledger_mutex_);
+        return detail::ledger_rule::heartbeat(find_record(key), fence, lease_until);
+    }
+    result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
+                                 std::int64_t now, std::int64_t retain_until) {
+        std::lock_guard lk(ledger_mutex_);
+        return detail::ledger_rule::complete(find_record(key), fence, result_text, now, retain_until);
+    }
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+        std::lock_guard lk(ledger_mutex_);
+        return detail::ledger_rule::fail(find_record(key), fence, reason);
+    }
+    result<std::optional<ledger_record>> ledger_read(std::string_view key) {
+        std::lock_guard lk(ledger_mutex_);
+        auto* r = find_record(key);
+        return r ? std::optional<ledger_record>(*r) : std::nullopt;
+    }
+    result<std::size_t> ledger_prune(std::int64_t now) {
+        std::lock_guard lk(ledger_mutex_);
+        return static_cast<std::size_t>(
+            std::erase_if(ledger_, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
+    }
+    template <class F>
+    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
+        std::lock_guard lk(ledger_mutex_);
+        auto& r = detail::find_or_insert(ledger_, q.key);
+        auto c = detail::ledger_rule::claim(r, q);
+        if (!c || c->kind != claim_outcome::granted) return c;
+        std::string produced;
+        try {
+            produced = fn(*c);
+        } catch (const std::exception& e) {
+            (void)detail::ledger_rule::fail(&r, c->fence, e.what());
+            throw;
+        } catch (...) {
+            (void)detail::ledger_rule::fail(&r, c->fence, "unknown exception");
+            throw;
+        }
+        (void)detail::ledger_rule::complete(&r, c->fence, produced, q.now_ns, retain_until);
+        c->result = std::move(produced);
+        return c;
+    }
+
     /// The clock lease expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
 
@@ -147,6 +200,12 @@ private:
     detail::lease_rule::record scratch_;  // guarded by lease_mutex_
     std::mutex reservation_mutex_;
     detail::string_map<detail::reservation_rule::record> reservations_;
+    ledger_record* find_record(std::string_view key) {
+        auto it = ledger_.find(key);
+        return it == ledger_.end() ? nullptr : &it->second;
+    }
+    std::mutex ledger_mutex_;
+    detail::string_map<ledger_record> ledger_;
     std::mutex segment_mutex_;
     detail::string_map<detail::segment_rule::record> segments_;
 };
@@ -159,6 +218,8 @@ static_assert(fence_update_store<memory_store>);
 static_assert(lease_store<memory_store>);
 static_assert(segment_allocator<memory_store>);
 static_assert(time_reservation_store<memory_store>);
+static_assert(ledger_store<memory_store>);
+static_assert(ledger_run_store<memory_store>);
 
 /// A fenced resource in a memory_store.
 using fenced_resource = basic_fenced_resource<memory_store>;
@@ -166,6 +227,8 @@ using fenced_resource = basic_fenced_resource<memory_store>;
 using keyed_fenced_resource = basic_keyed_fenced_resource<memory_store>;
 /// Leases in a memory_store.
 using lease_manager = basic_lease_manager<memory_store>;
+/// The job-slot ledger in a memory_store (one process).
+using job_ledger = basic_job_ledger<memory_store>;
 /// Segment IDs from a memory_store's allocator (one process).
 using segment_generator = basic_segment_generator<memory_store>;
 
