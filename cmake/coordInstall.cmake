@@ -4,6 +4,10 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS coord EXPORT coordTargets)
+if(TARGET coord_schedule)
+  install(TARGETS coord_schedule EXPORT coordScheduleTargets)
+  install(EXPORT coordScheduleTargets NAMESPACE coord:: DESTINATION "${CMAKE_INSTALL_DATADIR}/cmake/coord")
+endif()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/coord" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/coord")
 

@@ -16,6 +16,7 @@
 //   coordctl uuid7 [-n COUNT]
 //   coordctl uuid inspect UUID
 //   coordctl ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]
+//   coordctl schedule next --cron EXPR --tz ZONE [--from ISO] [-n COUNT]
 #include <algorithm>
 #include <charconv>
 #include <unistd.h>
@@ -36,6 +37,9 @@
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
+#if defined(COORD_HAS_SCHEDULE)
+#include "coord/schedule.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/uuid7.hpp"
 
@@ -58,6 +62,7 @@ constexpr const char* usage_text =
     "  uuid inspect UUID\n"
     "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]\n"
     "                (the effect appends the line SLOT to F)\n"
+    "  schedule next --cron EXPR --tz ZONE [--from YYYY-MM-DDTHH:MM[:SS]Z] [-n COUNT]\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -367,6 +372,38 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
     return exit_infra;
 }
 
+int schedule_command(std::string_view verb, const std::vector<std::string_view>& args) {
+#if defined(COORD_HAS_SCHEDULE)
+    if (verb != "next") throw usage_error("unknown schedule command: " + std::string(verb));
+    options o(args, {"cron", "tz", "from", "n"});
+    const auto count = o.has("n") ? o.number("n") : 1;
+    if (count < 1 || count > 100'000) throw usage_error("-n must be 1..100000");
+    auto sched = coord::schedule::make("schedule", o.required("cron"), o.required("tz"));
+    if (!sched) throw usage_error(sched.error().message);
+    auto from = std::chrono::floor<std::chrono::seconds>(coord::system_clock{}.now());
+    if (o.has("from")) {
+        auto t = coord::slot::parse("from@" + o.required("from"));
+        if (!t) throw usage_error("--from must be YYYY-MM-DDTHH:MM[:SS]Z, got '" + o.required("from") + "'");
+        from = std::chrono::floor<std::chrono::seconds>(t->scheduled()) - std::chrono::seconds{1};
+    }
+    for (std::uint64_t i = 0; i < count; ++i) {
+        auto f = sched->next_after(from);
+        if (!f) {
+            std::puts("no further fire time within 8 years");
+            return i == 0 ? exit_refused : exit_ok;
+        }
+        std::printf("%s local=%s offset=%s\n", coord::format_utc(f->which.scheduled()).c_str(), f->local_time.c_str(),
+                    f->offset_text().c_str());
+        from = f->utc;
+    }
+    return exit_ok;
+#else
+    (void)verb;
+    (void)args;
+    throw usage_error("coordctl was built without coord::schedule (install libhowardhinnant-date-dev)");
+#endif
+}
+
 int run(const std::vector<std::string_view>& argv) {
     if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
@@ -379,6 +416,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "segment") return segment_command(verb, rest);
     if (primitive == "uuid") return uuid_command(verb, rest);
     if (primitive == "ledger") return ledger_command(verb, rest);
+    if (primitive == "schedule") return schedule_command(verb, rest);
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

@@ -4,7 +4,7 @@
 # they are missing (a no-op on a machine that has them). Needs root to install.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang-14 libgtest-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ clang-14 libgtest-dev libbenchmark-dev libhowardhinnant-date-dev tzdata)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,8 +3,8 @@
 //
 // Convenient for a first try; examples and real code include the headers of
 // the primitives they use (<coord/fence.hpp>, <coord/storage/file.hpp>, ...).
-// The engine adapters (coord/postgres, coord/redis) and coord/session.hpp
-// need their client libraries and are not included here.
+// coord/schedule.hpp (date/tz), the engine adapters and coord/session.hpp
+// need their own libraries and targets and are not included here.
 #pragma once
 
 #include "coord/clock.hpp"

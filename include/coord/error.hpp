@@ -56,6 +56,8 @@ enum class errc {
     allocator_unavailable,
     /// A tag's ID space (63 bits) is used up.
     range_exhausted,
+    /// An enumeration of schedule fires passed its cap.
+    too_many_slots,
 };
 
 namespace detail {
@@ -83,6 +85,7 @@ public:
         case errc::invalid_text: return "invalid text";
         case errc::allocator_unavailable: return "allocator unavailable";
         case errc::range_exhausted: return "ID range exhausted";
+        case errc::too_many_slots: return "too many slots";
         }
         return "unknown coord error";
     }

@@ -199,6 +199,9 @@ struct ledger_claim_request {
 ///   marks done and sets the retention end; fail records the reason and makes
 ///   the slot claimable again.
 /// - ledger_prune(now) removes done records whose retention ended.
+/// - ledger_revoke(key, reason, now) ends a running claim: the fence grows by
+///   one (so the revoked holder's heartbeat and complete are refused), the
+///   slot becomes claimable; errc::stale_fence when it is not running.
 /// - A transport failure returns its error; an outcome that may have been
 ///   applied is errc::outcome_unknown.
 template <class S>
@@ -210,6 +213,7 @@ concept ledger_store = requires(S& s, const ledger_claim_request& req, std::stri
     { s.ledger_fail(key, f, key, t) } -> std::same_as<result<void>>;
     { s.ledger_read(key) } -> std::same_as<result<std::optional<ledger_record>>>;
     { s.ledger_prune(t) } -> std::same_as<result<std::size_t>>;
+    { s.ledger_revoke(key, key, t) } -> std::same_as<result<fence_token>>;
 };
 
 /// A ledger store that can run a claim, the effect and the done marker as
@@ -370,6 +374,14 @@ public:
         return out;
     }
 
+    /// Revokes the running claim of `s` (an overlap policy replacing a run):
+    /// its fence is bumped, so the replaced worker's heartbeat and complete
+    /// are refused; the slot can be claimed again. Returns the new fence.
+    /// Refusal: errc::stale_fence when the slot is not running.
+    result<fence_token> revoke(const slot& s, std::string_view reason) {
+        return store_->ledger_revoke(s.to_string(), reason, since_epoch_ns(clock_.now()));
+    }
+
     /// The slot's record, or nullopt if the ledger has none.
     result<std::optional<ledger_record>> read(const slot& s) { return store_->ledger_read(s.to_string()); }
 
@@ -484,6 +496,14 @@ struct ledger_rule {
         r->fail_reason = std::string(reason);
         r->lease_until_ns = 0;
         return {};
+    }
+    static result<fence_token> revoke(ledger_record* r, std::string_view reason) {
+        if (!r || r->state != ledger_record::state_t::running) return unexpected(make_error_code(errc::stale_fence));
+        r->fence += 1;
+        r->state = ledger_record::state_t::idle;
+        r->fail_reason = std::string(reason);
+        r->lease_until_ns = 0;
+        return r->fence;
     }
     static bool prunable(const ledger_record& r, std::int64_t now) {
         return r.state == ledger_record::state_t::done && r.retain_until_ns <= now;

@@ -85,6 +85,15 @@ expect 3 "expired" -- ledger run --store "file:$dir/ledger" --slot "billing@2020
 expect 2 "" -- ledger run --store "file:$dir/ledger" --slot "billing@2026-02-30T00:00Z" --effect-file "$dir/effects"
 expect 2 "" -- ledger run --store "file:$dir/ledger" --slot "$slot"
 
+# Schedule: the next fires in UTC with their local time and offset.
+sched=$("$ctl" schedule next --cron "30 2 * * *" --tz America/New_York --from 2026-03-07T00:00Z -n 3)
+want="2026-03-07T07:30:00.000Z local=2026-03-07T02:30:00 offset=-05:00
+2026-03-08T07:00:00.000Z local=2026-03-08T02:30:00 offset=-04:00
+2026-03-09T06:30:00.000Z local=2026-03-09T02:30:00 offset=-04:00"
+[ "$sched" = "$want" ] || { echo "FAIL: schedule next gave: $sched"; failures=$((failures + 1)); }
+expect 2 "" -- schedule next --cron "61 * * * *" --tz UTC
+expect 2 "" -- schedule next --cron "* * * * *" --tz Mars/Base
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V

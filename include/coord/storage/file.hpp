@@ -447,6 +447,12 @@ public:
         });
     }
 
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+            return detail::ledger_rule::revoke(find_record(s, key), reason);
+        });
+    }
+
     /// The state file's path.
     const std::filesystem::path& path() const noexcept { return path_; }
     /// The clock lease expiry is judged on.

@@ -150,6 +150,10 @@ public:
         return static_cast<std::size_t>(
             std::erase_if(ledger_, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
     }
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+        std::lock_guard lk(ledger_mutex_);
+        return detail::ledger_rule::revoke(find_record(key), reason);
+    }
     template <class F>
     result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
         std::lock_guard lk(ledger_mutex_);

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+// Schedules: cron parsing, DST in three zones under every policy (exact fire
+// lists), calendar edges, misfire catch-up, overlap through the ledger.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "coord/schedule.hpp"
+#include "coord/storage/memory.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using coord::fold_policy;
+using coord::gap_policy;
+
+std::chrono::sys_seconds at(const std::string& iso) {  // "2026-03-08T07:00Z"
+    auto s = coord::slot::parse("t@" + iso);
+    EXPECT_TRUE(s) << iso;
+    return std::chrono::floor<std::chrono::seconds>(s->scheduled());
+}
+
+std::vector<std::string> fires(const std::string& cron, const std::string& zone, const std::string& from,
+                               const std::string& to, coord::schedule_options o = {}) {
+    auto s = coord::schedule::make("job", cron, zone, o);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message);
+    auto list = s->between(at(from), at(to), 10000);
+    EXPECT_TRUE(list);
+    std::vector<std::string> out;
+    for (auto& f : *list) out.push_back(f.which.to_string().substr(4));  // drop "job@"
+    return out;
+}
+
+coord::schedule_options with(gap_policy g, fold_policy f = fold_policy::first) {
+    coord::schedule_options o;
+    o.gap = g;
+    o.fold = f;
+    return o;
+}
+coord::schedule_options with(fold_policy f) { return with(gap_policy::run_after_gap, f); }
+
+using list = std::vector<std::string>;
+
+// America/New_York 2026: 02:00 EST -> 03:00 EDT on March 8 (07:00Z);
+// 02:00 EDT -> 01:00 EST on November 1 (06:00Z).
+TEST(ScheduleDst, NewYorkDailyInTheGap) {
+    const auto run = fires("30 2 * * *", "America/New_York", "2026-03-07T00:00Z", "2026-03-10T00:00Z");
+    EXPECT_EQ(run, (list{"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}));
+    const auto skip = fires("30 2 * * *", "America/New_York", "2026-03-07T00:00Z", "2026-03-10T00:00Z",
+                            with(gap_policy::skip));
+    EXPECT_EQ(skip, (list{"2026-03-07T07:30:00Z", "2026-03-09T06:30:00Z"}));
+}
+
+TEST(ScheduleDst, NewYorkDailyInTheFold) {
+    const std::string f = "2026-10-31T00:00Z", t = "2026-11-03T00:00Z";
+    EXPECT_EQ(fires("30 1 * * *", "America/New_York", f, t, with(fold_policy::first)),
+              (list{"2026-10-31T05:30:00Z", "2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}));
+    EXPECT_EQ(fires("30 1 * * *", "America/New_York", f, t, with(fold_policy::second)),
+              (list{"2026-10-31T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"}));
+    EXPECT_EQ(fires("30 1 * * *", "America/New_York", f, t, with(fold_policy::both)),
+              (list{"2026-10-31T05:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"}));
+}
+
+TEST(ScheduleDst, NewYorkHourly) {
+    // Spring forward: local 02:00 does not exist; after the gap is 03:00 EDT = 07:00Z, fired once.
+    for (auto g : {gap_policy::run_after_gap, gap_policy::skip})
+        EXPECT_EQ(fires("0 * * * *", "America/New_York", "2026-03-08T04:00Z", "2026-03-08T09:00Z", with(g)),
+                  (list{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z",
+                        "2026-03-08T09:00:00Z"}));
+    // Fall back: local 01:00 happens at 05:00Z (EDT) and 06:00Z (EST).
+    const std::string f = "2026-11-01T04:00Z", t = "2026-11-01T08:00Z";
+    EXPECT_EQ(fires("0 * * * *", "America/New_York", f, t, with(fold_policy::first)),
+              (list{"2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "America/New_York", f, t, with(fold_policy::second)),
+              (list{"2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "America/New_York", f, t, with(fold_policy::both)),
+              (list{"2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}));
+}
+
+TEST(ScheduleDst, NewYorkEveryMinute) {
+    // The 60 nonexistent minutes all stand for 07:00Z: one fire there (run_after_gap) or none extra (skip).
+    for (auto g : {gap_policy::run_after_gap, gap_policy::skip})
+        EXPECT_EQ(fires("* * * * *", "America/New_York", "2026-03-08T06:58Z", "2026-03-08T07:02Z", with(g)),
+                  (list{"2026-03-08T06:59:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:01:00Z", "2026-03-08T07:02:00Z"}));
+    const std::string f = "2026-11-01T05:58Z", t = "2026-11-01T06:02Z";
+    EXPECT_EQ(fires("* * * * *", "America/New_York", f, t, with(fold_policy::first)), (list{"2026-11-01T05:59:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "America/New_York", f, t, with(fold_policy::second)),
+              (list{"2026-11-01T06:00:00Z", "2026-11-01T06:01:00Z", "2026-11-01T06:02:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "America/New_York", f, t, with(fold_policy::both)),
+              (list{"2026-11-01T05:59:00Z", "2026-11-01T06:00:00Z", "2026-11-01T06:01:00Z", "2026-11-01T06:02:00Z"}));
+}
+
+// Europe/Berlin 2026: 02:00 CET -> 03:00 CEST on March 29 (01:00Z);
+// 03:00 CEST -> 02:00 CET on October 25 (01:00Z).
+TEST(ScheduleDst, BerlinDailyHourlyAndEveryMinute) {
+    EXPECT_EQ(fires("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00Z", "2026-03-31T00:00Z"),
+              (list{"2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}));
+    EXPECT_EQ(fires("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00Z", "2026-03-31T00:00Z", with(gap_policy::skip)),
+              (list{"2026-03-28T01:30:00Z", "2026-03-30T00:30:00Z"}));
+    const std::string f = "2026-10-24T00:00Z", t = "2026-10-27T00:00Z";
+    EXPECT_EQ(fires("30 2 * * *", "Europe/Berlin", f, t, with(fold_policy::first)),
+              (list{"2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}));
+    EXPECT_EQ(fires("30 2 * * *", "Europe/Berlin", f, t, with(fold_policy::second)),
+              (list{"2026-10-24T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"}));
+    EXPECT_EQ(fires("30 2 * * *", "Europe/Berlin", f, t, with(fold_policy::both)),
+              (list{"2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"}));
+    // Hourly across the fall-back: local 02:00 at 00:00Z (CEST) and 01:00Z (CET).
+    EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-10-24T23:00Z", "2026-10-25T02:00Z", with(fold_policy::first)),
+              (list{"2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-10-24T23:00Z", "2026-10-25T02:00Z", with(fold_policy::both)),
+              (list{"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-03-28T23:00Z", "2026-03-29T02:00Z", with(gap_policy::skip)),
+              (list{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "Europe/Berlin", "2026-03-29T00:58Z", "2026-03-29T01:01Z"),
+              (list{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}));
+}
+
+// Australia/Lord_Howe: a 30-minute shift. 2026: 02:00 (+10:30) -> 02:30 (+11)
+// on October 4 (October 3 15:30Z); 02:00 (+11) -> 01:30 (+10:30) on April 5 (April 4 15:00Z).
+TEST(ScheduleDst, LordHoweThirtyMinuteShift) {
+    EXPECT_EQ(fires("15 2 * * *", "Australia/Lord_Howe", "2026-10-02T00:00Z", "2026-10-05T00:00Z"),
+              (list{"2026-10-02T15:45:00Z", "2026-10-03T15:30:00Z", "2026-10-04T15:15:00Z"}));
+    EXPECT_EQ(fires("15 2 * * *", "Australia/Lord_Howe", "2026-10-02T00:00Z", "2026-10-05T00:00Z",
+                    with(gap_policy::skip)),
+              (list{"2026-10-02T15:45:00Z", "2026-10-04T15:15:00Z"}));
+    const std::string f = "2026-04-03T00:00Z", t = "2026-04-06T00:00Z";
+    EXPECT_EQ(fires("45 1 * * *", "Australia/Lord_Howe", f, t, with(fold_policy::first)),
+              (list{"2026-04-03T14:45:00Z", "2026-04-04T14:45:00Z", "2026-04-05T15:15:00Z"}));
+    EXPECT_EQ(fires("45 1 * * *", "Australia/Lord_Howe", f, t, with(fold_policy::second)),
+              (list{"2026-04-03T14:45:00Z", "2026-04-04T15:15:00Z", "2026-04-05T15:15:00Z"}));
+    EXPECT_EQ(fires("45 1 * * *", "Australia/Lord_Howe", f, t, with(fold_policy::both)),
+              (list{"2026-04-03T14:45:00Z", "2026-04-04T14:45:00Z", "2026-04-04T15:15:00Z", "2026-04-05T15:15:00Z"}));
+    // Hourly on the fall-back day: local 01:00 once, then 01:30-02:00 repeats (no hour mark inside it).
+    EXPECT_EQ(fires("0 * * * *", "Australia/Lord_Howe", "2026-04-04T13:30Z", "2026-04-04T16:30Z", with(fold_policy::both)),
+              (list{"2026-04-04T14:00:00Z", "2026-04-04T15:30:00Z", "2026-04-04T16:30:00Z"}));
+    // Every minute across the gap: 02:00-02:29 local do not exist; 15:30Z is 02:30 (+11).
+    EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", "2026-10-03T15:28Z", "2026-10-03T15:31Z"),
+              (list{"2026-10-03T15:29:00Z", "2026-10-03T15:30:00Z", "2026-10-03T15:31:00Z"}));
+}
+
+TEST(ScheduleFire, KeepsLocalTimeOffsetAndTzdbVersion) {
+    auto s = coord::schedule::make("billing", "30 2 * * *", "America/New_York");
+    ASSERT_TRUE(s);
+    auto f = s->next_after(at("2026-03-08T00:00Z"));
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->which.to_string(), "billing@2026-03-08T07:00:00Z");
+    EXPECT_EQ(f->local_time, "2026-03-08T02:30:00");  // the nonexistent time it stands for
+    EXPECT_EQ(f->offset_text(), "-04:00");
+    EXPECT_FALSE(f->tzdb_version.empty());
+    EXPECT_NE(f->tzdb_version, "unknown");
+    coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 3 / 9}};
+    EXPECT_EQ(s->next_fire(clock)->which.to_string(), "billing@2026-03-09T06:30:00Z");
+}
+
+TEST(ScheduleCron, CalendarEdgesAndTheOrRule) {
+    EXPECT_EQ(fires("0 0 29 2 *", "UTC", "2026-01-01T00:00Z", "2029-01-01T00:00Z"), (list{"2028-02-29T00:00:00Z"}));
+    EXPECT_EQ(fires("0 12 31 * *", "UTC", "2026-01-01T00:00Z", "2026-06-01T00:00Z"),
+              (list{"2026-01-31T12:00:00Z", "2026-03-31T12:00:00Z", "2026-05-31T12:00:00Z"}));
+    // Day 13 OR Friday (November 2026: Fridays 6, 13, 20, 27).
+    EXPECT_EQ(fires("0 0 13 11 FRI", "UTC", "2026-11-01T00:00Z", "2026-12-01T00:00Z"),
+              (list{"2026-11-06T00:00:00Z", "2026-11-13T00:00:00Z", "2026-11-20T00:00:00Z", "2026-11-27T00:00:00Z"}));
+    EXPECT_EQ(fires("0 0 * 11 fri", "UTC", "2026-11-01T00:00Z", "2026-11-14T00:00Z"),
+              (list{"2026-11-06T00:00:00Z", "2026-11-13T00:00:00Z"}));
+    EXPECT_EQ(fires("*/20 * * * * *", "UTC", "2026-11-01T00:00Z", "2026-11-01T00:01Z"),
+              (list{"2026-11-01T00:00:20Z", "2026-11-01T00:00:40Z", "2026-11-01T00:01:00Z"}));
+    EXPECT_EQ(fires("5/20 9-10 * * MON-FRI", "UTC", "2026-11-30T00:00Z", "2026-11-30T10:00Z"),
+              (list{"2026-11-30T09:05:00Z", "2026-11-30T09:25:00Z", "2026-11-30T09:45:00Z"}));
+    EXPECT_EQ(fires("@hourly", "UTC", "2026-11-30T00:00Z", "2026-11-30T02:00Z"),
+              (list{"2026-11-30T01:00:00Z", "2026-11-30T02:00:00Z"}));
+    EXPECT_EQ(fires("0 0 1,15 JAN,jul *", "UTC", "2026-01-01T00:00Z", "2026-12-31T00:00Z"),
+              (list{"2026-01-15T00:00:00Z", "2026-07-01T00:00:00Z", "2026-07-15T00:00:00Z"}));
+    auto never = coord::schedule::make("j", "0 0 30 2 *", "UTC");
+    ASSERT_TRUE(never);
+    EXPECT_FALSE(never->next_after(at("2026-01-01T00:00Z")));
+}
+
+TEST(ScheduleCron, RefusesBadExpressionsNamingTheField) {
+    struct bad {
+        const char* expr;
+        const char* says;
+    };
+    for (auto [expr, says] : {bad{"61 * * * *", "minute"}, bad{"* 24 * * *", "hour"}, bad{"* * 0 * *", "day-of-month"},
+                              bad{"* * * FOO *", "month"}, bad{"* * * * 8", "day-of-week"}, bad{"* * * *", "5 fields"},
+                              bad{"* * * * * * *", "5 fields"}, bad{"*/0 * * * *", "step"}, bad{"5-1 * * * *", "backwards"},
+                              bad{"1,,2 * * * *", "empty"}, bad{"@every5m", "macro"}, bad{"60 * * * * *", "second"}}) {
+        auto s = coord::schedule::make("j", expr, "UTC");
+        ASSERT_FALSE(s) << expr;
+        EXPECT_EQ(s.error(), coord::errc::invalid_text);
+        EXPECT_NE(s.error().message.find(says), std::string::npos) << expr << ": " << s.error().message;
+    }
+    auto zone = coord::schedule::make("j", "* * * * *", "Mars/Olympus_Mons");
+    ASSERT_FALSE(zone);
+    EXPECT_NE(zone.error().message.find("Mars/Olympus_Mons"), std::string::npos);
+}
+
+// A 3-day outage of an hourly job: what each misfire policy runs when it comes back.
+TEST(ScheduleMisfire, CatchUpAfterAThreeDayOutage) {
+    auto s = *coord::schedule::make("sync", "0 * * * *", "Europe/Berlin");
+    const auto last = at("2026-11-01T10:00Z"), now = at("2026-11-04T10:30Z");
+    EXPECT_TRUE(s.missed(last, now, coord::misfire_policy::none, 24h, 1000)->empty());
+    auto latest = s.missed(last, now, coord::misfire_policy::latest, 24h, 1000);
+    ASSERT_EQ(latest->size(), 1u);
+    EXPECT_EQ(latest->front().which.to_string(), "sync@2026-11-04T10:00:00Z");
+    auto window = s.missed(last, now, coord::misfire_policy::all_within, 6h, 1000);
+    ASSERT_EQ(window->size(), 6u);
+    EXPECT_EQ(window->front().which.to_string(), "sync@2026-11-04T05:00:00Z");
+    EXPECT_EQ(s.missed(last, now, coord::misfire_policy::all_within, 72h, 1000)->size(), 72u);
+    auto capped = s.missed(last, now, coord::misfire_policy::all_within, 72h, 50);
+    ASSERT_FALSE(capped);
+    EXPECT_EQ(capped.error(), coord::errc::too_many_slots);
+    auto back = s.backfill(at("2026-11-01T00:00Z"), at("2026-11-01T03:00Z"), 10);
+    ASSERT_EQ(back->size(), 4u);  // 00:00, 01:00, 02:00, 03:00 inclusive
+}
+
+TEST(ScheduleOverlap, PoliciesAndReplaceFencesOffTheOldRun) {
+    using coord::overlap_action;
+    using coord::overlap_policy;
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::skip, false, false), overlap_action::start);
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::allow, true, false), overlap_action::start);
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::skip, true, false), overlap_action::skip);
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::queue_one, true, false), overlap_action::queue);
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::queue_one, true, true), overlap_action::skip);
+    EXPECT_EQ(coord::decide_overlap(overlap_policy::replace, true, false), overlap_action::replace_previous);
+
+    // A 10-minute job whose 09:00 run is still going at 09:10.
+    coord::manual_clock clock{coord::test::test_epoch()};  // 2026-10-13T09:00Z
+    coord::basic_memory_store<coord::manual_clock> store{clock};
+    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    auto sched = *coord::schedule::make("report", "*/10 * * * *", "UTC");
+    auto first = *sched.next_after(at("2026-10-13T08:59Z"));
+    auto old_run = ledger.claim(first.which, "worker-old");
+    ASSERT_EQ(old_run->kind, coord::claim_outcome::granted);
+    clock.advance(10min);
+    auto second = *sched.next_after(first.utc);
+    ASSERT_EQ(coord::decide_overlap(overlap_policy::replace, true, false), overlap_action::replace_previous);
+    auto bumped = ledger.revoke(first.which, "replaced by " + second.which.to_string());
+    ASSERT_TRUE(bumped);
+    EXPECT_GT(*bumped, old_run->fence);
+    ASSERT_EQ(ledger.run(second.which, "worker-new", "", [](const coord::ledger_context&) { return std::string("ok"); })
+                  ->kind,
+              coord::run_outcome::applied);
+    // The replaced run finishes late: refused by the ledger.
+    EXPECT_EQ(ledger.complete(first.which, old_run->fence, "late").error(), coord::errc::stale_fence);
+    EXPECT_EQ(ledger.heartbeat(first.which, old_run->fence).error(), coord::errc::stale_fence);
+}
+
+}  // namespace
