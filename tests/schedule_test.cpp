@@ -114,8 +114,20 @@ TEST(ScheduleDst, BerlinDailyHourlyAndEveryMinute) {
               (list{"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}));
     EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-03-28T23:00Z", "2026-03-29T02:00Z", with(gap_policy::skip)),
               (list{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}));
-    EXPECT_EQ(fires("* * * * *", "Europe/Berlin", "2026-03-29T00:58Z", "2026-03-29T01:01Z"),
-              (list{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-10-24T23:00Z", "2026-10-25T02:00Z", with(fold_policy::second)),
+              (list{"2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "Europe/Berlin", "2026-03-28T23:00Z", "2026-03-29T02:00Z"),
+              (list{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}));
+    for (auto g : {gap_policy::run_after_gap, gap_policy::skip})
+        EXPECT_EQ(fires("* * * * *", "Europe/Berlin", "2026-03-29T00:58Z", "2026-03-29T01:01Z", with(g)),
+                  (list{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}));
+    // Every minute across the fall-back: 02:00-02:59 local happen at 00:00Z-00:59Z and 01:00Z-01:59Z.
+    const std::string mf = "2026-10-25T00:58Z", mt = "2026-10-25T01:02Z";
+    EXPECT_EQ(fires("* * * * *", "Europe/Berlin", mf, mt, with(fold_policy::first)), (list{"2026-10-25T00:59:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "Europe/Berlin", mf, mt, with(fold_policy::second)),
+              (list{"2026-10-25T01:00:00Z", "2026-10-25T01:01:00Z", "2026-10-25T01:02:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "Europe/Berlin", mf, mt, with(fold_policy::both)),
+              (list{"2026-10-25T00:59:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:01:00Z", "2026-10-25T01:02:00Z"}));
 }
 
 // Australia/Lord_Howe: a 30-minute shift. 2026: 02:00 (+10:30) -> 02:30 (+11)
@@ -133,12 +145,27 @@ TEST(ScheduleDst, LordHoweThirtyMinuteShift) {
               (list{"2026-04-03T14:45:00Z", "2026-04-04T15:15:00Z", "2026-04-05T15:15:00Z"}));
     EXPECT_EQ(fires("45 1 * * *", "Australia/Lord_Howe", f, t, with(fold_policy::both)),
               (list{"2026-04-03T14:45:00Z", "2026-04-04T14:45:00Z", "2026-04-04T15:15:00Z", "2026-04-05T15:15:00Z"}));
-    // Hourly on the fall-back day: local 01:00 once, then 01:30-02:00 repeats (no hour mark inside it).
-    EXPECT_EQ(fires("0 * * * *", "Australia/Lord_Howe", "2026-04-04T13:30Z", "2026-04-04T16:30Z", with(fold_policy::both)),
-              (list{"2026-04-04T14:00:00Z", "2026-04-04T15:30:00Z", "2026-04-04T16:30:00Z"}));
+    // Hourly on the fall-back day: local 01:00 once, then 01:30-02:00 repeats
+    // (no hour mark inside it), so every fold policy gives the same fires.
+    for (auto p : {fold_policy::first, fold_policy::second, fold_policy::both})
+        EXPECT_EQ(fires("0 * * * *", "Australia/Lord_Howe", "2026-04-04T13:30Z", "2026-04-04T16:30Z", with(p)),
+                  (list{"2026-04-04T14:00:00Z", "2026-04-04T15:30:00Z", "2026-04-04T16:30:00Z"}));
+    // Hourly across the gap: local 02:00 does not exist (02:00-02:29).
+    EXPECT_EQ(fires("0 * * * *", "Australia/Lord_Howe", "2026-10-03T14:00Z", "2026-10-03T17:00Z"),
+              (list{"2026-10-03T14:30:00Z", "2026-10-03T15:30:00Z", "2026-10-03T16:00:00Z", "2026-10-03T17:00:00Z"}));
+    EXPECT_EQ(fires("0 * * * *", "Australia/Lord_Howe", "2026-10-03T14:00Z", "2026-10-03T17:00Z", with(gap_policy::skip)),
+              (list{"2026-10-03T14:30:00Z", "2026-10-03T16:00:00Z", "2026-10-03T17:00:00Z"}));
     // Every minute across the gap: 02:00-02:29 local do not exist; 15:30Z is 02:30 (+11).
-    EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", "2026-10-03T15:28Z", "2026-10-03T15:31Z"),
-              (list{"2026-10-03T15:29:00Z", "2026-10-03T15:30:00Z", "2026-10-03T15:31:00Z"}));
+    for (auto g : {gap_policy::run_after_gap, gap_policy::skip})
+        EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", "2026-10-03T15:28Z", "2026-10-03T15:31Z", with(g)),
+                  (list{"2026-10-03T15:29:00Z", "2026-10-03T15:30:00Z", "2026-10-03T15:31:00Z"}));
+    // Every minute across the fold: 01:30-01:59 local at 14:30Z-14:59Z (+11) and 15:00Z-15:29Z (+10:30).
+    const std::string mf = "2026-04-04T14:58Z", mt = "2026-04-04T15:02Z";
+    EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", mf, mt, with(fold_policy::first)), (list{"2026-04-04T14:59:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", mf, mt, with(fold_policy::second)),
+              (list{"2026-04-04T15:00:00Z", "2026-04-04T15:01:00Z", "2026-04-04T15:02:00Z"}));
+    EXPECT_EQ(fires("* * * * *", "Australia/Lord_Howe", mf, mt, with(fold_policy::both)),
+              (list{"2026-04-04T14:59:00Z", "2026-04-04T15:00:00Z", "2026-04-04T15:01:00Z", "2026-04-04T15:02:00Z"}));
 }
 
 TEST(ScheduleFire, KeepsLocalTimeOffsetAndTzdbVersion) {

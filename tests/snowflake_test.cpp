@@ -58,6 +58,34 @@ TEST(SnowflakeLayout, SonyflakeAndJavaScriptSafePresets) {
     EXPECT_EQ(coord::format_utc(J::expires_at), "2089-09-06T15:47:35.552Z");
 }
 
+TEST(SnowflakeLayout, GeneratorsFollowSonyflakeAndJavaScriptSafeLayouts) {
+    manual_clock clock{coord::test::test_epoch()};
+    mem_store store{clock};
+    auto o = opts(200);
+    o.when_exhausted = coord::exhaustion_policy::reject;
+    gen_t<coord::sonyflake_layout> sony{store, o, clock};
+    // A 10 ms tick holds 65,536 IDs: 9 ms later the tick is the same.
+    const auto a = *sony.next();
+    clock.advance(9ms);
+    const auto b = *sony.next();
+    EXPECT_EQ(coord::sonyflake_layout::decode(a).tick, coord::sonyflake_layout::decode(b).tick);
+    EXPECT_EQ(coord::sonyflake_layout::decode(b).node, 200u);
+    EXPECT_EQ(coord::sonyflake_layout::decode(a).time, coord::sonyflake_layout::epoch +
+                                                            10ms * coord::sonyflake_layout::decode(a).tick);
+    std::vector<std::uint64_t> rest(65534);
+    ASSERT_TRUE(sony.next(std::span<std::uint64_t>(rest)));
+    EXPECT_EQ(sony.next().error(), coord::errc::sequence_exhausted);
+    clock.advance(1ms);  // the next 10 ms tick
+    EXPECT_EQ(coord::sonyflake_layout::decode(*sony.next()).tick, coord::sonyflake_layout::decode(a).tick + 1);
+
+    gen_t<coord::js_safe_layout> js{store, opts(15), clock};
+    for (int i = 0; i < 1000; ++i) {
+        const auto id = *js.next();
+        ASSERT_LT(id, std::uint64_t{1} << 53);
+        ASSERT_EQ(static_cast<std::uint64_t>(static_cast<double>(id)), id);  // exact as a JavaScript number
+    }
+}
+
 TEST(SnowflakeLayout, ParsesDecimalStrictly) {
     using L = coord::default_layout;
     EXPECT_EQ(*L::parse("1234567890123"), 1234567890123u);
