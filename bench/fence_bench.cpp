@@ -3,6 +3,8 @@
 // lock/unlock measured in the same run: the ratio is coord's overhead.
 #include <benchmark/benchmark.h>
 
+#include "floors.hpp"
+
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -15,15 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The floor: what one uncontended (1 thread) or shared (2 threads) lock costs.
-void BM_Floor_MutexLockUnlock(benchmark::State& state) {
-    static std::mutex m;
-    static long counter = 0;
-    for (auto _ : state) {
-        std::lock_guard lk(m);
-        benchmark::DoNotOptimize(++counter);
-    }
-}
+void BM_Floor_MutexLockUnlock(benchmark::State& state) { coord::bench::floor_mutex_lock_unlock(state); }
 BENCHMARK(BM_Floor_MutexLockUnlock)->Threads(1)->Threads(2)->UseRealTime();
 
 // One fenced write (token check, value stored) per iteration; every thread

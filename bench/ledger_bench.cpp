@@ -4,6 +4,8 @@
 // BM_Ledger_Replay runs a slot that is already done.
 #include <benchmark/benchmark.h>
 
+#include "floors.hpp"
+
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -13,14 +15,7 @@
 
 namespace {
 
-void BM_Floor_MutexLockUnlock(benchmark::State& state) {
-    static std::mutex m;
-    static long counter = 0;
-    for (auto _ : state) {
-        std::lock_guard lk(m);
-        benchmark::DoNotOptimize(++counter);
-    }
-}
+void BM_Floor_MutexLockUnlock(benchmark::State& state) { coord::bench::floor_mutex_lock_unlock(state); }
 BENCHMARK(BM_Floor_MutexLockUnlock);
 
 void BM_Ledger_RunOnce(benchmark::State& state) {

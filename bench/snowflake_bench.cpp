@@ -6,6 +6,8 @@
 // the ratio is the generator's cost per ID over the clock read it needs.
 #include <benchmark/benchmark.h>
 
+#include "floors.hpp"
+
 #include <chrono>
 
 #include "coord/clock.hpp"
@@ -14,11 +16,7 @@
 
 namespace {
 
-void BM_Floor_ClockRead(benchmark::State& state) {
-    coord::system_clock clock;
-    for (auto _ : state) benchmark::DoNotOptimize(clock.now());
-    state.SetItemsProcessed(state.iterations());
-}
+void BM_Floor_ClockRead(benchmark::State& state) { coord::bench::floor_clock_read(state); }
 BENCHMARK(BM_Floor_ClockRead)->Threads(1)->Threads(2)->UseRealTime();
 
 template <class Layout>

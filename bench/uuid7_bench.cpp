@@ -3,6 +3,8 @@
 // conversions beside a 16-byte copy for scale.
 #include <benchmark/benchmark.h>
 
+#include "floors.hpp"
+
 #include <cstring>
 #include <string>
 
@@ -11,11 +13,7 @@
 
 namespace {
 
-void BM_Floor_ClockRead(benchmark::State& state) {
-    coord::system_clock clock;
-    for (auto _ : state) benchmark::DoNotOptimize(clock.now());
-    state.SetItemsProcessed(state.iterations());
-}
+void BM_Floor_ClockRead(benchmark::State& state) { coord::bench::floor_clock_read(state); }
 BENCHMARK(BM_Floor_ClockRead)->Threads(1)->Threads(2)->UseRealTime();
 
 // One generator shared by the threads (method 1, os_random).
