@@ -8,6 +8,7 @@
 // any before it; the resource remembers the highest token it has accepted and,
 // in the same atomic step as the write, refuses any write whose token is lower.
 //
+//   #include <coord/storage/memory.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
 //   coord::fenced_resource res{store, "orders/primary"};
 //   res.write(42, "B");                                   // accepted

@@ -12,6 +12,7 @@
 // effect, and a timed-out worker's late completion is refused
 // (errc::stale_fence) instead of overwriting its successor's.
 //
+//   #include <coord/storage/memory.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
 //   coord::job_ledger ledger{store};
 //   auto slot = *coord::slot::parse("billing@2026-10-13T09:00:00Z");

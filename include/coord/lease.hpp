@@ -13,6 +13,7 @@
 // clock; an engine: the server's clock). The caller's own wall clock is never
 // trusted: it can be paused, stepped, or simply different on another machine.
 //
+//   #include <coord/storage/memory.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
 //   coord::lease_manager leases{store};
 //   auto l = leases.acquire("db-primary", "node-a#1", std::chrono::seconds{10});
