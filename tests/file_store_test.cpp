@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "coord/storage/file.hpp"
+#include "support/child_process.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -83,37 +85,25 @@ TEST(FileStore, AcknowledgedWritesSurviveSigkill) {
     std::mt19937 rng(12345);
     coord::fence_token max_acked = 0;
     for (int round = 0; round < 100; ++round) {
-        int fds[2];
-        ASSERT_EQ(::pipe(fds), 0);
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            ::close(fds[0]);
+        coord::test::child_process child([&](int out) {
             coord::file_store s{path};
             auto token = s.fence_read("k")->fence;
             for (int i = 0; i < 100000; ++i) {
                 ++token;
-                if (!s.fence_write("k", token, "v" + std::to_string(token))) ::_exit(2);
-                if (::write(fds[1], &token, sizeof token) != sizeof token) ::_exit(3);
+                if (!s.fence_write("k", token, "v" + std::to_string(token))) return 2;
+                if (::write(out, &token, sizeof token) != sizeof token) return 3;
             }
-            ::_exit(0);
-        }
-        ::close(fds[1]);
+            return 0;
+        });
         const int acks_before_kill = std::uniform_int_distribution<int>(1, 6)(rng);
-        int acks = 0;
         coord::fence_token t;
-        while (acks < acks_before_kill && ::read(fds[0], &t, sizeof t) == sizeof t) {
-            max_acked = std::max(max_acked, t);
-            ++acks;
-        }
+        for (int acks = 0; acks < acks_before_kill && child.read(t); ++acks) max_acked = std::max(max_acked, t);
         // Land the kill at a random point of the next write.
         std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 400)(rng)));
-        ::kill(pid, SIGKILL);
-        int status = 0;
-        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        child.kill(SIGKILL);
+        const int status = child.wait();
         ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status) << " in round " << round;
-        while (::read(fds[0], &t, sizeof t) == sizeof t) max_acked = std::max(max_acked, t);
-        ::close(fds[0]);
+        while (child.read(t)) max_acked = std::max(max_acked, t);
 
         coord::file_store s{path};  // throws if the kill left a damaged file
         auto r = s.fence_read("k");
@@ -131,11 +121,9 @@ TEST(FileStore, ProcessesShareOneStore) {
     const auto path = dir / "state";
     constexpr int procs = 4, increments = 40;
     { coord::file_store init{path}; }
-    std::vector<pid_t> children;
-    for (int p = 0; p < procs; ++p) {
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < procs; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&, p](int) {
             coord::file_store s{path};
             int wins = 0;
             for (int i = 0; i < increments; ++i) {
@@ -144,18 +132,15 @@ TEST(FileStore, ProcessesShareOneStore) {
                 });
                 if (!r) {
                     std::fprintf(stderr, "child %d: %s\n", p, r.error().code.message().c_str());
-                    ::_exit(200);
+                    return 200;
                 }
                 if (s.lease_acquire("race" + std::to_string(i), "P" + std::to_string(p), 1h)) ++wins;
             }
-            ::_exit(wins);
-        }
-        children.push_back(pid);
-    }
+            return wins;
+        }));
     int total_wins = 0;
-    for (pid_t pid : children) {
-        int status = 0;
-        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    for (auto& child : children) {
+        const int status = child->wait();
         ASSERT_TRUE(WIFEXITED(status));
         ASSERT_NE(WEXITSTATUS(status), 200) << "a child's update failed";
         total_wins += WEXITSTATUS(status);

@@ -16,6 +16,7 @@
 #include "coord/job_ledger.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
+#include "support/child_process.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -117,26 +118,19 @@ TEST(JobLedger, WorkerKilledBetweenClaimAndCompleteIsTakenOver) {
     const auto s = *slot::parse("billing@2026-10-13T09:00Z");
     coord::ledger_options o;
     o.lease_ttl = 30s;
-    int fd[2];
-    ASSERT_EQ(::pipe(fd), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        ::close(fd[0]);
+    coord::test::child_process child([&](int out) {
         coord::basic_file_store<coord::manual_clock> store{path, clock};
         coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, o, clock};
         auto c = ledger.claim(s, "doomed");
         const char ok = (c && c->kind == coord::claim_outcome::granted) ? 'y' : 'n';
-        if (::write(fd[1], &ok, 1) != 1) ::_exit(2);
+        if (::write(out, &ok, 1) != 1) return 2;
         for (;;) ::pause();  // "running the effect" until killed
-    }
-    ::close(fd[1]);
+    });
     char claimed = 0;
-    ASSERT_EQ(::read(fd[0], &claimed, 1), 1);
-    ::close(fd[0]);
+    ASSERT_TRUE(child.read(claimed));
     ASSERT_EQ(claimed, 'y');
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    child.kill(SIGKILL);
+    child.wait();
 
     coord::basic_file_store<coord::manual_clock> store{path, clock};
     coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, o, clock};

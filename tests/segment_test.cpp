@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -18,6 +19,7 @@
 #include "coord/segment.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
+#include "support/child_process.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -168,15 +170,9 @@ TEST(Segment, TwoProcessesShareOneFileAllocatorWithoutDuplicates) {
     coord::test::scratch_dir dir;
     const auto path = dir / "state";
     { coord::file_store init{path}; }
-    std::vector<int> fds;
-    std::vector<pid_t> kids;
-    for (int p = 0; p < 2; ++p) {
-        int fd[2];
-        ASSERT_EQ(::pipe(fd), 0);
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            ::close(fd[0]);
+    std::vector<std::unique_ptr<coord::test::child_process>> kids;
+    for (int p = 0; p < 2; ++p)
+        kids.push_back(std::make_unique<coord::test::child_process>([&](int out) {
             coord::file_store store{path};
             coord::basic_segment_generator<coord::file_store> gen{store, fixed_step(64)};
             auto h = gen.tag("t");
@@ -186,24 +182,16 @@ TEST(Segment, TwoProcessesShareOneFileAllocatorWithoutDuplicates) {
                     gen.quiesce();
                     continue;
                 }
-                if (::write(fd[1], &*id, sizeof(std::uint64_t)) != sizeof(std::uint64_t)) ::_exit(2);
+                if (::write(out, &*id, sizeof(std::uint64_t)) != sizeof(std::uint64_t)) return 2;
                 ++i;
             }
-            ::_exit(0);
-        }
-        ::close(fd[1]);
-        fds.push_back(fd[0]);
-        kids.push_back(pid);
-    }
+            return 0;
+        }));
     std::vector<std::uint64_t> all;
-    for (int fd : fds) {
+    for (auto& kid : kids) {
         std::uint64_t v;
-        while (::read(fd, &v, sizeof v) == sizeof v) all.push_back(v);
-        ::close(fd);
-    }
-    for (pid_t pid : kids) {
-        int status = 0;
-        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        while (kid->read(v)) all.push_back(v);
+        const int status = kid->wait();
         ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     EXPECT_EQ(all.size(), 10000u);
@@ -309,31 +297,22 @@ TEST(SegmentFile, SigkillWhileAllocatingNeverHandsARangeOutTwice) {
     std::mt19937 rng(99);
     std::vector<coord::segment_range> acked;
     for (int round = 0; round < 100; ++round) {
-        int fd[2];
-        ASSERT_EQ(::pipe(fd), 0);
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            ::close(fd[0]);
+        coord::test::child_process child([&](int out) {
             coord::file_store store{path};
             for (std::uint64_t i = 0; i < 100000; ++i) {
                 auto r = store.segment_allocate("t", 1 + i % 13);
-                if (!r) ::_exit(2);
-                if (::write(fd[1], &*r, sizeof *r) != sizeof *r) ::_exit(3);
+                if (!r) return 2;
+                if (::write(out, &*r, sizeof *r) != sizeof *r) return 3;
             }
-            ::_exit(0);
-        }
-        ::close(fd[1]);
+            return 0;
+        });
         coord::segment_range r;
         const int before_kill = std::uniform_int_distribution<int>(1, 5)(rng);
-        for (int i = 0; i < before_kill && ::read(fd[0], &r, sizeof r) == sizeof r; ++i) acked.push_back(r);
+        for (int i = 0; i < before_kill && child.read(r); ++i) acked.push_back(r);
         std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 400)(rng)));
-        ::kill(pid, SIGKILL);
-        int status = 0;
-        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-        ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round;
-        while (::read(fd[0], &r, sizeof r) == sizeof r) acked.push_back(r);
-        ::close(fd[0]);
+        child.kill(SIGKILL);
+        ASSERT_TRUE(WIFSIGNALED(child.wait())) << "round " << round;
+        while (child.read(r)) acked.push_back(r);
     }
     std::sort(acked.begin(), acked.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
     for (std::size_t i = 1; i < acked.size(); ++i) ASSERT_LE(acked[i - 1].end, acked[i].begin) << "overlap";

@@ -17,6 +17,7 @@
 #include "coord/random.hpp"
 #include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
+#include "support/child_process.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -282,25 +283,17 @@ TEST(Uuid7, PerThreadFormAndFreeFunction) {
 TEST(OsRandom, ForkedChildReseeds) {
     coord::os_random rng;
     (void)rng.next_u64();  // the parent's buffer is full of future output
-    int fd[2];
-    ASSERT_EQ(::pipe(fd), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        ::close(fd[0]);
+    coord::test::child_process child([&](int out) {
         std::uint64_t v[4];
         for (auto& x : v) x = rng.next_u64();
-        ::_exit(::write(fd[1], v, sizeof v) == sizeof v ? 0 : 1);
-    }
-    ::close(fd[1]);
-    std::uint64_t child[4] = {}, parent[4];
-    ASSERT_EQ(::read(fd[0], child, sizeof child), static_cast<ssize_t>(sizeof child));
-    ::close(fd[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+        return ::write(out, v, sizeof v) == sizeof v ? 0 : 1;
+    });
+    std::uint64_t child_values[4] = {}, parent[4];
+    for (auto& x : child_values) ASSERT_TRUE(child.read(x));
+    child.wait();
     for (auto& x : parent) x = rng.next_u64();
-    EXPECT_NE(0, std::memcmp(child, parent, sizeof child));
-    for (int i = 0; i < 4; ++i) EXPECT_NE(child[i], parent[i]);
+    EXPECT_NE(0, std::memcmp(child_values, parent, sizeof parent));
+    for (int i = 0; i < 4; ++i) EXPECT_NE(child_values[i], parent[i]);
 }
 
 TEST(OsRandom, ValuesLookUniform) {
