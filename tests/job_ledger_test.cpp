@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -152,6 +155,29 @@ TEST(JobLedger, WorkerKilledBetweenClaimAndCompleteIsTakenOver) {
     auto rec = *ledger.read(s);
     EXPECT_EQ(rec->attempt, 2u);
     EXPECT_EQ(rec->result, "done by rescuer");
+}
+
+TEST(JobLedger, FileStoreWritesOnlyWhenAClaimIsGranted) {
+    coord::test::scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    coord::basic_file_store<coord::manual_clock> store{dir / "state", clock};
+    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    const auto s = *slot::parse("billing@2026-10-13T09:00Z");
+    ASSERT_EQ(ledger.run(s, "A", "", [](const coord::ledger_context&) { return std::string("ok"); })->kind,
+              coord::run_outcome::applied);
+    const auto before = std::filesystem::last_write_time(dir / "state");
+    const auto size = std::filesystem::file_size(dir / "state");
+    auto inode = [&] {
+        struct stat st{};
+        ::stat((dir / "state").c_str(), &st);
+        return st.st_ino;
+    };
+    const auto ino = inode();
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(ledger.claim(s, "B")->kind, coord::claim_outcome::replayed);
+    // Every write replaces the file (a new inode); a replay replaced nothing.
+    EXPECT_EQ(inode(), ino);
+    EXPECT_EQ(std::filesystem::last_write_time(dir / "state"), before);
+    EXPECT_EQ(std::filesystem::file_size(dir / "state"), size);
 }
 
 TEST(JobLedger, RefusesBadOptions) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
 #include <climits>
 #include <memory>
 #include <condition_variable>
@@ -202,6 +203,24 @@ TEST(Segment, TwoProcessesShareOneFileAllocatorWithoutDuplicates) {
 // The next range is requested when 10% of the current one is used; while the
 // allocator sits on that request, next() keeps serving the current range and
 // never waits. Only when both are used up does it say so, at once.
+TEST(Segment, ThreadsArrivingAtAFreshTagWaitForItsFirstRange) {
+    test_allocator alloc;
+    coord::basic_segment_generator<test_allocator> gen{alloc, fixed_step(1000)};
+    auto h = gen.tag("t");
+    alloc.hold_from(1);  // the first range is slow to come
+    std::vector<std::thread> pool;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 4; ++t)
+        pool.emplace_back([&] {
+            if (h.next()) ++ok;  // nothing buffered yet: every caller waits for the first fetch
+        });
+    alloc.wait_for_calls(1);
+    alloc.open();
+    for (auto& th : pool) th.join();
+    EXPECT_EQ(ok.load(), 4);
+    EXPECT_EQ(alloc.calls(), 1);  // one first fetch, not four
+}
+
 TEST(Segment, SlowAllocatorIsAskedEarlyAndNeverWaitedOn) {
     test_allocator alloc;
     coord::basic_segment_generator<test_allocator> gen{alloc, fixed_step(100)};

@@ -137,6 +137,7 @@ struct segment_tag_state {
 
     // Cold: under m.
     alignas(64) std::mutex m;
+    std::condition_variable first_fetched;  // the first range's fetch finished (ok or not)
     std::optional<segment_range> next;
     bool fetching = false;
     std::uint64_t step = 0;
@@ -273,8 +274,17 @@ private:
     }
 
     // The tag's first range, fetched by the caller (nothing is buffered yet).
+    // Callers that arrive while the first fetch is in flight wait for it, as
+    // its caller does: there is nothing buffered to serve them meanwhile.
     result<void> fetch_first(detail::segment_tag_state& s, std::unique_lock<std::mutex>& lk) {
-        if (s.fetching) return unexpected(make_error_code(errc::allocator_unavailable));
+        if (s.fetching) {
+            // Wake on the first range, not on "no fetch in flight": a prefetch
+            // may already be in flight again by the time this thread runs.
+            s.first_fetched.wait(lk, [&] { return s.end.load(std::memory_order_relaxed) != 0 || !s.fetching; });
+            if (s.end.load(std::memory_order_relaxed) != 0) return {};
+            return unexpected(s.last_error == errc::range_exhausted ? s.last_error
+                                                                    : make_error_code(errc::allocator_unavailable));
+        }
         if (s.step == 0) s.step = opt_.initial_step;
         s.fetching = true;
         const auto step = s.step;
@@ -282,6 +292,7 @@ private:
         auto r = alloc_->segment_allocate(s.tag, step);
         lk.lock();
         s.fetching = false;
+        s.first_fetched.notify_all();
         if (!r) {
             ++s.failures;
             s.last_error = r.error();

@@ -413,9 +413,12 @@ public:
     // ledger_store --------------------------------------------------------
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
-            return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q);
-        });
+        // Only a grant changes the record: replays and refusals write nothing.
+        return transact<true, std::error_code>(
+            [&](detail::file_state& s, std::int64_t) {
+                return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q);
+            },
+            [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
     }
     result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
         return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
@@ -504,9 +507,18 @@ private:
 
     /// Runs op(state, now) as one atomic step: under the process mutex and an
     /// flock, on freshly loaded and checked state; when Mutates and op
-    /// succeeded, the new state is made durable before returning.
-    template <bool Mutates, class E, class Op>
-    auto transact(Op&& op) -> decltype(op(std::declval<detail::file_state&>(), std::int64_t{})) {
+    /// succeeded (and `changed` says it changed something), the new state is
+    /// made durable before returning.
+    /// Always write back a successful mutating operation's state.
+    struct always_changed {
+        template <class R>
+        bool operator()(const R&) const noexcept {
+            return true;
+        }
+    };
+
+    template <bool Mutates, class E, class Op, class Changed = always_changed>
+    auto transact(Op&& op, Changed changed = {}) -> decltype(op(std::declval<detail::file_state&>(), std::int64_t{})) {
         using R = decltype(op(std::declval<detail::file_state&>(), std::int64_t{}));
         std::lock_guard lk(mutex_);
         if (pid_ != ::getpid())
@@ -517,7 +529,7 @@ private:
         if (!s) return R(unexpected(as_error<E>(s.error())));
         R r = op(*s, since_epoch_ns(clock_.now()));
         if constexpr (Mutates) {
-            if (r.has_value())
+            if (r.has_value() && changed(r))
                 if (auto ec = save(*s)) return R(unexpected(as_error<E>(ec)));
         }
         return r;
