@@ -222,7 +222,8 @@ concept ledger_store = requires(S& s, const ledger_claim_request& req, std::stri
 /// ledger_run_atomic(req, retain_until_ns, fn) claims as ledger_claim; when
 /// granted it calls fn(granted outcome) -> std::string and marks the slot
 /// done with that result before anyone else can claim it. If fn throws, the
-/// attempt is recorded as failed and the exception propagates.
+/// attempt is recorded as failed and the exception propagates. The effect
+/// runs under the store's lock: it must not call the same store.
 template <class S>
 concept ledger_run_store = ledger_store<S> && requires(S& s, const ledger_claim_request& req, std::int64_t t) {
     { s.ledger_run_atomic(req, t, [](const claim_outcome&) { return std::string(); }) }
