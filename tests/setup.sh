@@ -4,7 +4,8 @@
 # they are missing (a no-op on a machine that has them). Needs root to install.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang-14 libgtest-dev libbenchmark-dev libhowardhinnant-date-dev tzdata)
+packages=(cmake ninja-build g++ clang-14 libclang-rt-14-dev libgtest-dev libbenchmark-dev libhowardhinnant-date-dev tzdata
+          libssl-dev nlohmann-json3-dev rapidjson-dev libjwt-dev libcpp-jwt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -58,6 +58,55 @@ enum class errc {
     range_exhausted,
     /// An enumeration of schedule fires passed its cap.
     too_many_slots,
+    /// A token is longer than the validator's limit (checked before decoding).
+    token_too_large,
+    /// A token is not three non-empty dot-separated parts, or its header
+    /// lacks a well-typed alg/kid/typ.
+    token_malformed,
+    /// A token part is not canonical base64url (padding, + or /, whitespace,
+    /// non-zero unused bits).
+    token_bad_encoding,
+    /// A token's header or claims are not one JSON object within the limits
+    /// (syntax, duplicate member names, depth, invalid UTF-8).
+    token_bad_json,
+    /// The token's alg is none, unknown, or not the algorithm of its key.
+    token_alg_refused,
+    /// No key of the key set matches the token's kid (or, without a kid, no
+    /// single key has the token's alg).
+    token_unknown_key,
+    /// The signature or MAC does not verify.
+    token_bad_signature,
+    /// The header's crit names a parameter the validator does not understand.
+    token_unknown_crit,
+    /// A registered claim has the wrong type or is out of range (exp as a
+    /// string, a float, negative, after year 9999; aud not strings).
+    token_bad_claim,
+    /// A claim the validator requires is absent.
+    token_missing_claim,
+    /// now >= exp (+ leeway).
+    token_expired,
+    /// now < nbf (- leeway), or iat lies in the future.
+    token_not_yet_valid,
+    /// The token is older than the validator's maximum age (from iat).
+    token_too_old,
+    /// iss is not the expected issuer.
+    token_wrong_issuer,
+    /// aud holds none of the expected audiences.
+    token_wrong_audience,
+    /// The header's typ is not the expected type.
+    token_wrong_type,
+    /// The token's jti is denied, or its subject's tokens issued before a
+    /// not-before time are.
+    token_revoked,
+    /// A key is unusable for its algorithm (type, curve, size, exponent,
+    /// known-weak, private material where a public key belongs).
+    invalid_key,
+    /// No live session has this ID (never issued, revoked, rotated away).
+    session_not_found,
+    /// The session passed its idle or absolute timeout.
+    session_expired,
+    /// The session changed since it was loaded (another request saved it).
+    session_conflict,
 };
 
 namespace detail {
@@ -86,6 +135,27 @@ public:
         case errc::allocator_unavailable: return "allocator unavailable";
         case errc::range_exhausted: return "ID range exhausted";
         case errc::too_many_slots: return "too many slots";
+        case errc::token_too_large: return "token too large";
+        case errc::token_malformed: return "token malformed";
+        case errc::token_bad_encoding: return "token not canonical base64url";
+        case errc::token_bad_json: return "token JSON refused";
+        case errc::token_alg_refused: return "token algorithm refused";
+        case errc::token_unknown_key: return "no key for token";
+        case errc::token_bad_signature: return "bad signature";
+        case errc::token_unknown_crit: return "unknown critical header";
+        case errc::token_bad_claim: return "bad claim";
+        case errc::token_missing_claim: return "missing claim";
+        case errc::token_expired: return "token expired";
+        case errc::token_not_yet_valid: return "token not yet valid";
+        case errc::token_too_old: return "token too old";
+        case errc::token_wrong_issuer: return "wrong issuer";
+        case errc::token_wrong_audience: return "wrong audience";
+        case errc::token_wrong_type: return "wrong token type";
+        case errc::token_revoked: return "token revoked";
+        case errc::invalid_key: return "invalid key";
+        case errc::session_not_found: return "session not found";
+        case errc::session_expired: return "session expired";
+        case errc::session_conflict: return "session changed concurrently";
         }
         return "unknown coord error";
     }

@@ -11,3 +11,4 @@ run("${CMAKE_COMMAND}" -S "${SRC}" -B "${BIN}" -DCMAKE_BUILD_TYPE=Release "-DCMA
     "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCOORD_SOURCE_DIR=${COORD_SOURCE_DIR}")
 run("${CMAKE_COMMAND}" --build "${BIN}")
 run("${BIN}/consumer")
+run("${BIN}/session_consumer")

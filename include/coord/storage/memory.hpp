@@ -32,6 +32,7 @@
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
+#include "coord/session.hpp"
 
 namespace coord {
 
@@ -55,7 +56,8 @@ V& find_or_insert(string_map<V>& m, std::string_view key) {
 
 /// The in-memory store: fence_store, fence_update_store, lease_store,
 /// time_reservation_store, segment_allocator, ledger_store and
-/// ledger_run_store (a run's effect executes under the ledger's lock).
+/// ledger_run_store (a run's effect executes under the ledger's lock),
+/// session_store and revocation_store.
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
 class basic_memory_store {
@@ -175,6 +177,89 @@ public:
         return c;
     }
 
+    // session_store -------------------------------------------------------
+
+    result<void> session_create(std::string_view hash, const session_record& rec) {
+        std::lock_guard lk(session_mutex_);
+        if (!sessions_.emplace(std::string(hash), rec).second) return unexpected(errc::session_conflict);
+        return {};
+    }
+    result<session_record> session_load(std::string_view hash, std::int64_t now_ms) {
+        std::lock_guard lk(session_mutex_);
+        auto it = live_session(hash, now_ms);
+        if (!it) return unexpected(it.error());
+        (*it)->second.last_seen_ms = std::max((*it)->second.last_seen_ms, now_ms);
+        return (*it)->second;
+    }
+    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data,
+                                       std::int64_t now_ms) {
+        std::lock_guard lk(session_mutex_);
+        auto it = live_session(hash, now_ms);
+        if (!it) return unexpected(it.error());
+        auto& rec = (*it)->second;
+        if (rec.version != version) return unexpected(errc::session_conflict);
+        rec.data.assign(data);
+        rec.last_seen_ms = std::max(rec.last_seen_ms, now_ms);
+        return ++rec.version;
+    }
+    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version,
+                                         std::int64_t now_ms) {
+        std::lock_guard lk(session_mutex_);
+        auto it = live_session(old_hash, now_ms);
+        if (!it) return unexpected(it.error());
+        if ((*it)->second.version != version) return unexpected(errc::session_conflict);
+        if (sessions_.find(new_hash) != sessions_.end()) return unexpected(errc::session_conflict);
+        session_record rec = std::move((*it)->second);
+        sessions_.erase(*it);
+        rec.last_seen_ms = std::max(rec.last_seen_ms, now_ms);
+        ++rec.version;
+        const std::uint64_t v = rec.version;
+        sessions_.emplace(std::string(new_hash), std::move(rec));
+        return v;
+    }
+    result<bool> session_revoke(std::string_view hash) {
+        std::lock_guard lk(session_mutex_);
+        auto it = sessions_.find(hash);
+        if (it == sessions_.end()) return false;
+        sessions_.erase(it);
+        return true;
+    }
+    result<std::size_t> session_revoke_user(std::string_view user) {
+        std::lock_guard lk(session_mutex_);
+        return static_cast<std::size_t>(std::erase_if(sessions_, [&](const auto& kv) { return kv.second.user == user; }));
+    }
+
+    // revocation_store ----------------------------------------------------
+
+    result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
+        std::lock_guard lk(revocation_mutex_);
+        auto& until = detail::find_or_insert(denied_tokens_, jti);
+        until = std::max(until, until_s);
+        return {};
+    }
+    result<void> revoke_subject(std::string_view sub, std::int64_t not_before_s) {
+        std::lock_guard lk(revocation_mutex_);
+        auto& nb = detail::find_or_insert(subject_not_before_, sub);
+        nb = std::max(nb, not_before_s);
+        return {};
+    }
+    result<bool> token_revoked(std::string_view jti, std::string_view sub, std::optional<std::int64_t> iat,
+                               std::int64_t now_s) {
+        std::lock_guard lk(revocation_mutex_);
+        if (!jti.empty()) {
+            auto it = denied_tokens_.find(jti);
+            if (it != denied_tokens_.end()) {
+                if (now_s <= it->second) return true;
+                denied_tokens_.erase(it);  // past the token's exp: it can no longer validate anyway
+            }
+        }
+        if (!sub.empty()) {
+            auto it = subject_not_before_.find(sub);
+            if (it != subject_not_before_.end() && (!iat || *iat < it->second)) return true;
+        }
+        return false;
+    }
+
     /// The clock lease expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
 
@@ -212,6 +297,22 @@ private:
     detail::string_map<ledger_record> ledger_;
     std::mutex segment_mutex_;
     detail::string_map<detail::segment_rule::record> segments_;
+    // A live session's entry; an expired one is erased and reported once.
+    using session_map = detail::string_map<session_record>;
+    result<typename session_map::iterator> live_session(std::string_view hash, std::int64_t now_ms) {
+        auto it = sessions_.find(hash);
+        if (it == sessions_.end()) return unexpected(errc::session_not_found);
+        if (detail::session_rule::expired(it->second, now_ms)) {
+            sessions_.erase(it);
+            return unexpected(errc::session_expired);
+        }
+        return it;
+    }
+    std::mutex session_mutex_;
+    session_map sessions_;
+    std::mutex revocation_mutex_;
+    detail::string_map<std::int64_t> denied_tokens_;
+    detail::string_map<std::int64_t> subject_not_before_;
 };
 
 /// The everyday in-memory store (leases judged on steady_clock).
@@ -224,6 +325,8 @@ static_assert(segment_allocator<memory_store>);
 static_assert(time_reservation_store<memory_store>);
 static_assert(ledger_store<memory_store>);
 static_assert(ledger_run_store<memory_store>);
+static_assert(session_store<memory_store>);
+static_assert(revocation_store<memory_store>);
 
 /// A fenced resource in a memory_store.
 using fenced_resource = basic_fenced_resource<memory_store>;
@@ -235,5 +338,7 @@ using lease_manager = basic_lease_manager<memory_store>;
 using job_ledger = basic_job_ledger<memory_store>;
 /// Segment IDs from a memory_store's allocator (one process).
 using segment_generator = basic_segment_generator<memory_store>;
+/// Opaque sessions in a memory_store, timed on the wall clock.
+using session_manager = basic_session_manager<system_clock, memory_store>;
 
 }  // namespace coord
