@@ -99,9 +99,9 @@ TEST(Jwt, Rfc7515A1Hs256) {
     manual_validator v(key_set{*k}, validation_options{}, clock_at(1300819379));
     auto c = v.validate(token);
     ASSERT_TRUE(c) << c.error().message();
-    EXPECT_EQ(c->iss, "joe");
-    EXPECT_EQ(c->exp, 1300819380);
-    EXPECT_EQ(c->hdr.typ, "JWT");
+    EXPECT_EQ(c->iss(), "joe");
+    EXPECT_EQ(c->exp(), 1300819380);
+    EXPECT_EQ(c->hdr().typ, "JWT");
     EXPECT_TRUE(c->has("http://example.com/is_root"));
     manual_validator late(key_set{*k}, validation_options{}, clock_at(1300819380));
     EXPECT_EQ(late.validate(token).error(), errc::token_expired);  // refused at now == exp
@@ -116,7 +116,7 @@ TEST(Jwt, Rfc7515A2Rs256) {
     manual_validator v(key_set{*k}, validation_options{}, clock_at(1300819000));
     auto c = v.validate(token);
     ASSERT_TRUE(c) << c.error().message();
-    EXPECT_EQ(c->iss, "joe");
+    EXPECT_EQ(c->iss(), "joe");
 }
 
 TEST(Jwt, Rfc7515A3Es256) {
@@ -128,7 +128,7 @@ TEST(Jwt, Rfc7515A3Es256) {
     manual_validator v(key_set{*k}, validation_options{}, clock_at(1300819000));
     auto c = v.validate(token);
     ASSERT_TRUE(c) << c.error().message();
-    EXPECT_EQ(c->exp, 1300819380);
+    EXPECT_EQ(c->exp(), 1300819380);
     std::string tampered = token;
     tampered[tampered.size() - 2] = tampered[tampered.size() - 2] == 'U' ? 'V' : 'U';
     EXPECT_EQ(v.validate(tampered).error(), errc::token_bad_signature);
@@ -229,9 +229,9 @@ TEST(JwtSign, EveryAlgorithmRoundTrips) {
                            clock_at(1700000000));
         auto got = v.validate(*token);
         ASSERT_TRUE(got) << got.error().message();
-        EXPECT_EQ(got->sub, "alice");
-        EXPECT_EQ(got->hdr.alg, c.alg);
-        EXPECT_EQ(got->hdr.kid, "kid-1");
+        EXPECT_EQ(got->sub(), "alice");
+        EXPECT_EQ(got->hdr().alg, c.alg);
+        EXPECT_EQ(got->hdr().kid, "kid-1");
     }
     for (const algorithm a : {algorithm::hs256, algorithm::hs384, algorithm::hs512}) {
         const key k = key::hmac(a, std::string(64, 'q'));
@@ -307,6 +307,20 @@ TEST(JwtClaims, IssuerAudienceTypeAndRequiredClaims) {
     EXPECT_EQ(c->integer_claim("n"), 42);
     EXPECT_EQ(c->string_claim("n"), std::nullopt);
     EXPECT_FALSE(c->has("missing"));
+    // Escaped text is served unescaped; copies keep their own text.
+    auto e = check(h, R"({"iss":"https:\/\/auth.example.com","aud":["a\u0070i","x"],"sub":"\u00e9","jti":"j","exp":2000})");
+    ASSERT_TRUE(e) << e.error().message();
+    std::optional<claims> copy;
+    {
+        const claims moved = std::move(*e);
+        copy = moved;
+    }
+    EXPECT_EQ(copy->iss(), "https://auth.example.com");
+    EXPECT_EQ(copy->sub(), "\xc3\xa9");
+    EXPECT_EQ(copy->jti(), "j");
+    EXPECT_EQ(copy->audiences(), (std::vector<std::string>{"api", "x"}));
+    EXPECT_TRUE(copy->has_audience("api"));
+    EXPECT_FALSE(copy->has_audience("a\\u0070i"));
 }
 
 TEST(JwtClaims, OptionsAreRangeChecked) {

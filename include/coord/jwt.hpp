@@ -191,14 +191,30 @@ struct verified_jws {
     std::string payload;
 };
 
-/// The claims of a validated JWT. `json` is the payload, one JSON object
-/// with no duplicate names; the registered claims are parsed out.
-struct claims {
-    header hdr;
-    std::string json;
-    std::optional<std::string> iss, sub, jti;
-    std::vector<std::string> aud;
-    std::optional<std::int64_t> exp, nbf, iat;
+namespace detail {
+struct claims_access;
+}
+
+/// The claims of a validated JWT. json() is the payload, one JSON object with
+/// no duplicate names. The registered claims are read out once and served
+/// from the payload's text without copies (an escaped string is unescaped
+/// once, aside). Copyable and movable; views stay valid while it lives.
+class claims {
+public:
+    const header& hdr() const noexcept { return hdr_; }
+    std::string_view json() const noexcept { return json_; }
+    std::optional<std::string_view> iss() const noexcept { return text(iss_); }
+    std::optional<std::string_view> sub() const noexcept { return text(sub_); }
+    std::optional<std::string_view> jti() const noexcept { return text(jti_); }
+    std::optional<std::int64_t> exp() const noexcept { return exp_; }
+    std::optional<std::int64_t> nbf() const noexcept { return nbf_; }
+    std::optional<std::int64_t> iat() const noexcept { return iat_; }
+    /// True when the payload has an aud member.
+    bool has_aud() const noexcept { return aud_.present; }
+    /// True when aud is `audience`, or is an array holding it (exact match).
+    bool has_audience(std::string_view audience) const;
+    /// aud's values, unescaped (empty when there is no aud).
+    std::vector<std::string> audiences() const;
 
     /// A top-level string claim, unescaped; none when absent or not a string.
     std::optional<std::string> string_claim(std::string_view claim) const;
@@ -206,6 +222,24 @@ struct claims {
     std::optional<std::int64_t> integer_claim(std::string_view claim) const;
     /// True when the payload has a top-level member `claim`.
     bool has(std::string_view claim) const;
+
+private:
+    friend struct detail::claims_access;
+    // Where a claim's text is: in json_ (as written) or in decoded_ (unescaped).
+    struct text_ref {
+        std::uint32_t offset = 0, size = 0;
+        bool present = false, decoded = false;
+    };
+    header hdr_;
+    std::string json_;
+    std::string decoded_;
+    text_ref iss_, sub_, jti_, aud_;  // aud_: the raw JSON value
+    std::optional<std::int64_t> exp_, nbf_, iat_;
+
+    std::optional<std::string_view> text(const text_ref& r) const noexcept {
+        if (!r.present) return std::nullopt;
+        return std::string_view(r.decoded ? decoded_ : json_).substr(r.offset, r.size);
+    }
 };
 
 /// What a validator checks besides the signature.
@@ -660,20 +694,27 @@ inline errc read_header(std::string_view text, std::size_t max_depth, raw_header
     json::reader r(text, max_depth);
     bool wrong_type = false;
     const bool ok = r.read_object([&](const json::value& k, const json::value& v) {
-        const std::string_view kb = k.escaped ? std::string_view{} : k.body();
-        auto name_is = [&](std::string_view n) { return k.escaped ? json::equals(k, n) : kb == n; };
-        if (name_is("alg")) {
+        const std::string name = k.escaped ? json::unescape(k) : std::string();
+        const std::string_view n = k.escaped ? std::string_view(name) : k.body();
+        std::optional<std::string>* slot = nullptr;
+        switch (json::code3(n)) {
+        case json::code3("alg"):
             if (v.type != json::kind::string) return !(wrong_type = true);
             h.alg_seen = true;
             h.alg_value = v;
-        } else if (name_is("kid") || name_is("typ") || name_is("cty")) {
-            if (v.type != json::kind::string) return !(wrong_type = true);
-            auto& slot = name_is("kid") ? h.kid : name_is("typ") ? h.typ : h.cty;
-            slot = json::unescape(v);
-        } else if (name_is("crit")) {
-            h.crit = v;
-            h.has_crit = true;
+            return true;
+        case json::code3("kid"): slot = &h.kid; break;
+        case json::code3("typ"): slot = &h.typ; break;
+        case json::code3("cty"): slot = &h.cty; break;
+        default:
+            if (n == "crit") {
+                h.crit = v;
+                h.has_crit = true;
+            }
+            return true;
         }
+        if (v.type != json::kind::string) return !(wrong_type = true);
+        *slot = json::unescape(v);
         return true;
     });
     if (wrong_type) return errc::token_malformed;
@@ -702,60 +743,93 @@ inline bool same_type(std::string_view got, std::string_view want) noexcept {
     return iequals_ascii(strip(got), strip(want));
 }
 
-/// Reads the registered claims of a payload into `c`.
-inline errc read_claims(std::string_view text, std::size_t max_depth, claims& c) {
-    json::reader r(text, max_depth);
-    errc bad{};
-    const bool ok = r.read_object([&](const json::value& k, const json::value& v) {
-        auto name_is = [&](std::string_view n) { return k.escaped ? json::equals(k, n) : k.body() == n; };
-        auto date = [&](std::optional<std::int64_t>& slot) {
-            if (v.type != json::kind::integer || v.integer < 0 || v.integer > max_numeric_date) {
-                bad = errc::token_bad_claim;
-                return false;
+/// Reads the payload into a claims object: validates the JSON and reads the
+/// registered claims (types and ranges checked).
+struct claims_access {
+    static errc read(claims& c, header hdr, std::string payload, std::size_t max_depth) {
+        c.hdr_ = std::move(hdr);
+        c.json_ = std::move(payload);
+        const std::string_view text = c.json_;
+        json::reader r(text, max_depth);
+        errc bad{};
+        auto locate = [&](const json::value& v, claims::text_ref& ref) {
+            ref.present = true;
+            if (!v.escaped) {
+                ref.offset = static_cast<std::uint32_t>(v.body().data() - text.data());
+                ref.size = static_cast<std::uint32_t>(v.body().size());
+                return;
             }
-            slot = v.integer;
-            return true;
+            ref.decoded = true;
+            ref.offset = static_cast<std::uint32_t>(c.decoded_.size());
+            const std::string u = json::unescape(v);
+            ref.size = static_cast<std::uint32_t>(u.size());
+            c.decoded_ += u;
         };
-        auto text_claim = [&](std::optional<std::string>& slot) {
-            if (v.type != json::kind::string) {
-                bad = errc::token_bad_claim;
-                return false;
-            }
-            slot = json::unescape(v);
-            return true;
-        };
-        if (name_is("exp")) return date(c.exp);
-        if (name_is("nbf")) return date(c.nbf);
-        if (name_is("iat")) return date(c.iat);
-        if (name_is("iss")) return text_claim(c.iss);
-        if (name_is("sub")) return text_claim(c.sub);
-        if (name_is("jti")) return text_claim(c.jti);
-        if (name_is("aud")) {
-            if (v.type == json::kind::string) {
-                c.aud.push_back(json::unescape(v));
+        const bool ok = r.read_object([&](const json::value& k, const json::value& v) {
+            // Every registered claim name has three letters: most members end here.
+            if (!k.escaped && k.body().size() != 3) return true;
+            const std::string unescaped = k.escaped ? json::unescape(k) : std::string();
+            const std::uint32_t code = json::code3(k.escaped ? std::string_view(unescaped) : k.body());
+            auto date = [&](std::optional<std::int64_t>& slot) {
+                if (v.type != json::kind::integer || v.integer < 0 || v.integer > max_numeric_date) {
+                    bad = errc::token_bad_claim;
+                    return false;
+                }
+                slot = v.integer;
                 return true;
+            };
+            auto text_claim = [&](claims::text_ref& slot) {
+                if (v.type != json::kind::string) {
+                    bad = errc::token_bad_claim;
+                    return false;
+                }
+                locate(v, slot);
+                return true;
+            };
+            switch (code) {
+            case json::code3("exp"): return date(c.exp_);
+            case json::code3("nbf"): return date(c.nbf_);
+            case json::code3("iat"): return date(c.iat_);
+            case json::code3("iss"): return text_claim(c.iss_);
+            case json::code3("sub"): return text_claim(c.sub_);
+            case json::code3("jti"): return text_claim(c.jti_);
+            case json::code3("aud"): break;
+            default: return true;
             }
-            if (v.type != json::kind::array) {
+            // aud: a string, or a non-empty array of strings.
+            bool well_formed = v.type == json::kind::string;
+            if (v.type == json::kind::array) {
+                bool all_strings = true, any = false;
+                json::for_each_element(v, [&](const json::value& e) {
+                    any = true;
+                    all_strings = all_strings && e.type == json::kind::string;
+                });
+                well_formed = any && all_strings;
+            }
+            if (!well_formed) {
                 bad = errc::token_bad_claim;
                 return false;
             }
-            bool all_strings = true;
-            json::for_each_element(v, [&](const json::value& e) {
-                if (e.type != json::kind::string) all_strings = false;
-                else c.aud.push_back(json::unescape(e));
-            });
-            if (!all_strings || c.aud.empty()) {
-                bad = errc::token_bad_claim;
-                return false;
-            }
+            c.aud_ = {static_cast<std::uint32_t>(v.raw.data() - text.data()), static_cast<std::uint32_t>(v.raw.size()), true,
+                      false};
             return true;
-        }
-        return true;
-    });
-    if (bad != errc{}) return bad;
-    if (!ok) return errc::token_bad_json;
-    return {};
-}
+        });
+        if (bad != errc{}) return bad;
+        if (!ok) return errc::token_bad_json;
+        return {};
+    }
+
+    /// Calls fn(value) for each string of aud.
+    template <class Fn>
+    static void for_each_audience(const claims& c, Fn&& fn) {
+        if (!c.aud_.present) return;
+        json::value v;
+        json::reader r(std::string_view(c.json_).substr(c.aud_.offset, c.aud_.size), 2);
+        if (!r.read_value(v)) return;
+        if (v.type == json::kind::string) fn(v);
+        else json::for_each_element(v, fn);
+    }
+};
 
 /// Finds a top-level member of a validated object; calls fn(value) if found.
 template <class Fn>
@@ -1055,9 +1129,23 @@ inline bool verify_signature(const key& k, std::string_view signing_input, std::
 
 // --- claims ---------------------------------------------------------------
 
+inline bool claims::has_audience(std::string_view audience) const {
+    bool found = false;
+    detail::claims_access::for_each_audience(*this, [&](const detail::json::value& v) {
+        found = found || detail::json::equals(v, audience);
+    });
+    return found;
+}
+
+inline std::vector<std::string> claims::audiences() const {
+    std::vector<std::string> out;
+    detail::claims_access::for_each_audience(*this, [&](const detail::json::value& v) { out.push_back(detail::json::unescape(v)); });
+    return out;
+}
+
 inline std::optional<std::string> claims::string_claim(std::string_view claim) const {
     std::optional<std::string> out;
-    detail::find_member(json, claim, [&](const detail::json::value& v) {
+    detail::find_member(json_, claim, [&](const detail::json::value& v) {
         if (v.type == detail::json::kind::string) out = detail::json::unescape(v);
     });
     return out;
@@ -1065,14 +1153,14 @@ inline std::optional<std::string> claims::string_claim(std::string_view claim) c
 
 inline std::optional<std::int64_t> claims::integer_claim(std::string_view claim) const {
     std::optional<std::int64_t> out;
-    detail::find_member(json, claim, [&](const detail::json::value& v) {
+    detail::find_member(json_, claim, [&](const detail::json::value& v) {
         if (v.type == detail::json::kind::integer) out = v.integer;
     });
     return out;
 }
 
 inline bool claims::has(std::string_view claim) const {
-    return detail::find_member(json, claim, [](const detail::json::value&) {});
+    return detail::find_member(json_, claim, [](const detail::json::value&) {});
 }
 
 // --- validator ------------------------------------------------------------
@@ -1109,11 +1197,21 @@ result<verified_jws> basic_validator<Clock, Revocation>::verify(std::string_view
     if (h64.empty() || s64.empty()) return unexpected(errc::token_malformed);
 
     verified_jws out;
-    std::string header_text;
-    if (!detail::base64url_decode(h64, header_text) || !detail::base64url_decode(p64, out.payload) ||
-        s64.size() % 4 == 1)
-        return unexpected(errc::token_bad_encoding);
-    std::array<unsigned char, 2048> sig{};
+    // Headers are short: decode into the stack unless this one is not.
+    std::array<char, 512> header_buffer;
+    std::string header_heap;
+    std::string_view header_text;
+    if (h64.size() % 4 == 1) return unexpected(errc::token_bad_encoding);
+    if (detail::base64url_decoded_size(h64.size()) <= header_buffer.size()) {
+        if (!detail::base64url_decode(h64, reinterpret_cast<unsigned char*>(header_buffer.data())))
+            return unexpected(errc::token_bad_encoding);
+        header_text = std::string_view(header_buffer.data(), detail::base64url_decoded_size(h64.size()));
+    } else {
+        if (!detail::base64url_decode(h64, header_heap)) return unexpected(errc::token_bad_encoding);
+        header_text = header_heap;
+    }
+    if (!detail::base64url_decode(p64, out.payload) || s64.size() % 4 == 1) return unexpected(errc::token_bad_encoding);
+    std::array<unsigned char, 2048> sig;  // filled by the decoder, read only up to sig_len
     const std::size_t sig_len = detail::base64url_decoded_size(s64.size());
     if (sig_len > sig.size()) return unexpected(errc::token_bad_signature);
     if (!detail::base64url_decode(s64, sig.data())) return unexpected(errc::token_bad_encoding);
@@ -1162,9 +1260,9 @@ result<claims> basic_validator<Clock, Revocation>::validate(std::string_view tok
     auto jws = verify(token);
     if (!jws) return unexpected(jws.error());
     claims c;
-    c.hdr = std::move(jws->hdr);
-    c.json = std::move(jws->payload);
-    if (const errc e = detail::read_claims(c.json, options_.max_json_depth, c); e != errc{}) return unexpected(e);
+    if (const errc e = detail::claims_access::read(c, std::move(jws->hdr), std::move(jws->payload), options_.max_json_depth);
+        e != errc{})
+        return unexpected(e);
     if (auto ok = check_claims(c, unix_millis(clock_.now())); !ok) return unexpected(ok.error());
     return c;
 }
@@ -1172,35 +1270,45 @@ result<claims> basic_validator<Clock, Revocation>::validate(std::string_view tok
 template <unix_clock Clock, class Revocation>
 result<void> basic_validator<Clock, Revocation>::check_claims(const claims& c, std::int64_t now_ms) const {
     const std::int64_t leeway_ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.leeway).count();
-    for (const auto& required : options_.required_claims)
-        if (!c.has(required)) return unexpected(errc::token_missing_claim);
-    if (!options_.type.empty() && (!c.hdr.typ || !detail::same_type(*c.hdr.typ, options_.type)))
+    for (const auto& required : options_.required_claims) {
+        // Registered claims were read already; others need a look at the payload.
+        const bool present = required == "exp"   ? c.exp().has_value()
+                             : required == "nbf" ? c.nbf().has_value()
+                             : required == "iat" ? c.iat().has_value()
+                             : required == "iss" ? c.iss().has_value()
+                             : required == "sub" ? c.sub().has_value()
+                             : required == "jti" ? c.jti().has_value()
+                             : required == "aud" ? c.has_aud()
+                                                 : c.has(required);
+        if (!present) return unexpected(errc::token_missing_claim);
+    }
+    const header& h = c.hdr();
+    if (!options_.type.empty() && (!h.typ || !detail::same_type(*h.typ, options_.type)))
         return unexpected(errc::token_wrong_type);
     // NumericDates are at most max_numeric_date, so * 1000 cannot overflow.
-    if (c.exp && now_ms >= *c.exp * 1000 + leeway_ms) return unexpected(errc::token_expired);
-    if (c.nbf && now_ms + leeway_ms < *c.nbf * 1000) return unexpected(errc::token_not_yet_valid);
-    if (c.iat && now_ms + leeway_ms < *c.iat * 1000) return unexpected(errc::token_not_yet_valid);
+    const auto exp = c.exp(), nbf = c.nbf(), iat = c.iat();
+    if (exp && now_ms >= *exp * 1000 + leeway_ms) return unexpected(errc::token_expired);
+    if (nbf && now_ms + leeway_ms < *nbf * 1000) return unexpected(errc::token_not_yet_valid);
+    if (iat && now_ms + leeway_ms < *iat * 1000) return unexpected(errc::token_not_yet_valid);
     if (options_.max_age) {
-        if (!c.iat) return unexpected(errc::token_missing_claim);
+        if (!iat) return unexpected(errc::token_missing_claim);
         const std::int64_t age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*options_.max_age).count();
-        if (now_ms - *c.iat * 1000 > age_ms + leeway_ms) return unexpected(errc::token_too_old);
+        if (now_ms - *iat * 1000 > age_ms + leeway_ms) return unexpected(errc::token_too_old);
     }
     if (!options_.issuer.empty()) {
-        if (!c.iss) return unexpected(errc::token_missing_claim);
-        if (*c.iss != options_.issuer) return unexpected(errc::token_wrong_issuer);
+        const auto iss = c.iss();
+        if (!iss) return unexpected(errc::token_missing_claim);
+        if (*iss != options_.issuer) return unexpected(errc::token_wrong_issuer);
     }
     if (!options_.audiences.empty()) {
-        if (c.aud.empty()) return unexpected(errc::token_missing_claim);
+        if (!c.has_aud()) return unexpected(errc::token_missing_claim);
         bool match = false;
-        for (const auto& a : c.aud)
-            if (std::find(options_.audiences.begin(), options_.audiences.end(), a) != options_.audiences.end())
-                match = true;
+        for (const auto& a : options_.audiences) match = match || c.has_audience(a);
         if (!match) return unexpected(errc::token_wrong_audience);
     }
     if (revocation_) {
-        auto revoked = revocation_->token_revoked(c.jti ? std::string_view(*c.jti) : std::string_view{},
-                                                  c.sub ? std::string_view(*c.sub) : std::string_view{}, c.iat,
-                                                  now_ms / 1000);
+        auto revoked = revocation_->token_revoked(c.jti().value_or(std::string_view{}), c.sub().value_or(std::string_view{}),
+                                                  iat, now_ms / 1000);
         if (!revoked) return unexpected(revoked.error());
         if (*revoked) return unexpected(errc::token_revoked);
     }

@@ -11,5 +11,5 @@ int main() {
     if (!token) return 1;
     validator v(key_set{k}, validation_options{});
     auto c = v.validate(*token);
-    return c && c->sub == "alice" ? 0 : 2;
+    return c && c->sub() == "alice" ? 0 : 2;
 }

@@ -15,14 +15,20 @@
 // text; integers that fit int64 are also given as values.
 #pragma once
 
+#include <array>
 #include <charconv>
 #include <cstddef>
 #include <system_error>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace coord::detail::json {
 
@@ -107,6 +113,15 @@ inline std::string unescape(const value& v) {
         }
     }
     return out;
+}
+
+/// The first three bytes of a short name as one number, for switching on
+/// member names ("exp", "alg", ...) without a string comparison each.
+constexpr std::uint32_t code3(std::string_view s) noexcept {
+    return s.size() != 3 ? 0
+                         : static_cast<std::uint32_t>(static_cast<unsigned char>(s[0])) |
+                               static_cast<std::uint32_t>(static_cast<unsigned char>(s[1])) << 8 |
+                               static_cast<std::uint32_t>(static_cast<unsigned char>(s[2])) << 16;
 }
 
 /// True when the string value equals `s` after unescaping.
@@ -226,9 +241,9 @@ private:
         ++p_;  // '{'
         // Member names seen so far: a short list while small, a set past it.
         constexpr std::size_t inline_keys = 16;
-        value keys[inline_keys];
+        key_ref keys[inline_keys];
         std::size_t count = 0;
-        std::unordered_set<std::string> many;
+        std::optional<std::unordered_set<std::string>> many;
         skip_ws();
         if (p_ != end_ && *p_ == '}') {
             ++p_;
@@ -242,13 +257,17 @@ private:
             if (!string(key)) return false;
             key.raw = std::string_view(key_start, static_cast<std::size_t>(p_ - key_start));
             if (count < inline_keys) {
+                const key_ref ref = key_ref::of(key);
                 for (std::size_t i = 0; i < count; ++i)
-                    if (same_name(keys[i], key)) return fail(failure::duplicate_member);
-                keys[count] = key;
+                    if ((keys[i].print == ref.print || ref.escaped || keys[i].escaped) && ref.same_as(keys[i]))
+                        return fail(failure::duplicate_member);
+                keys[count] = ref;
             } else {
-                if (count == inline_keys)
-                    for (const auto& k : keys) many.insert(unescape(k));
-                if (!many.insert(unescape(key)).second) return fail(failure::duplicate_member);
+                if (count == inline_keys) {
+                    many.emplace();
+                    for (const auto& k : keys) many->insert(unescape(k.as_value()));
+                }
+                if (!many->insert(unescape(key)).second) return fail(failure::duplicate_member);
             }
             ++count;
             skip_ws();
@@ -272,10 +291,36 @@ private:
         }
     }
 
-    static bool same_name(const value& a, const value& b) {
-        if (!a.escaped && !b.escaped) return a.body() == b.body();
-        return unescape(a) == unescape(b);
-    }
+    // A member name seen in an object, with a cheap fingerprint (length and
+    // first bytes) so most comparisons end without touching the text. Plain
+    // data: an array of them costs nothing to set up.
+    struct key_ref {
+        const char* data;
+        std::size_t size;
+        std::uint64_t print;
+        bool escaped;
+
+        static key_ref of(const value& v) noexcept {
+            const std::string_view b = v.body();
+            std::uint64_t p = b.size();
+            for (std::size_t i = 0; i < b.size() && i < 7; ++i) p = p << 8 | static_cast<unsigned char>(b[i]);
+            return key_ref{b.data(), b.size(), p, v.escaped};
+        }
+        value as_value() const {
+            value v;
+            v.type = kind::string;
+            v.raw = std::string_view(data - 1, size + 2);
+            v.escaped = escaped;
+            return v;
+        }
+        bool same_as(const key_ref& o) const {
+            if (!escaped && !o.escaped) {
+                if (print != o.print) return false;
+                return size <= 7 || std::string_view(data, size) == std::string_view(o.data, o.size);
+            }
+            return unescape(as_value()) == unescape(o.as_value());
+        }
+    };
 
     template <class OnElement>
     bool array(std::size_t depth, OnElement& on_element) {
@@ -305,11 +350,42 @@ private:
         }
     }
 
+    // Bytes a string can hold as they are (printable ASCII but " and \).
+    static constexpr std::array<bool, 256> plain_byte = [] {
+        std::array<bool, 256> t{};
+        for (int c = 0x20; c < 0x80; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
+        return t;
+    }();
+
+    // Skips the run of plain bytes at p_: sixteen at a time with SSE2 (every
+    // x86-64 has it), one at a time elsewhere and at the end.
+    void skip_plain() noexcept {
+#if defined(__SSE2__)
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (end_ - p_ >= 16) {
+            const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+            // Bytes < 0x20 or >= 0x80, as signed: below 0x20 (0x80.. are negative).
+            const __m128i special = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
+                                                 _mm_cmplt_epi8(chunk, space));
+            const int mask = _mm_movemask_epi8(special);
+            if (mask != 0) {
+                p_ += __builtin_ctz(static_cast<unsigned>(mask));
+                return;
+            }
+            p_ += 16;
+        }
+#endif
+        while (p_ != end_ && plain_byte[static_cast<unsigned char>(*p_)]) ++p_;
+    }
+
     bool string(value& out) {
         ++p_;  // '"'
         out.type = kind::string;
         out.escaped = false;
         while (p_ != end_) {
+            skip_plain();
+            while (p_ != end_ && plain_byte[static_cast<unsigned char>(*p_)]) ++p_;
+            if (p_ == end_) break;
             const auto c = static_cast<unsigned char>(*p_);
             if (c == '"') {
                 ++p_;
