@@ -77,8 +77,16 @@ constexpr std::string_view name(algorithm a) noexcept {
 /// The algorithm registered as `text` (exact, case-sensitive); none for
 /// anything else, "none" included.
 constexpr std::optional<algorithm> algorithm_from_name(std::string_view text) noexcept {
+    // Every name has five letters: compare them as one number each.
+    if (text.size() != 5) return std::nullopt;
+    auto pack = [](std::string_view t) {
+        std::uint64_t v = 0;
+        for (const char c : t) v = v << 8 | static_cast<unsigned char>(c);
+        return v;
+    };
+    const std::uint64_t code = pack(text);
     for (int i = 0; i <= static_cast<int>(algorithm::eddsa); ++i)
-        if (name(static_cast<algorithm>(i)) == text) return static_cast<algorithm>(i);
+        if (pack(name(static_cast<algorithm>(i))) == code) return static_cast<algorithm>(i);
     return std::nullopt;
 }
 

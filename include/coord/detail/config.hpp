@@ -17,3 +17,11 @@
                             __FILE__, __LINE__),                                 \
                std::abort()))
 #endif
+
+// COORD_ALWAYS_INLINE asks the compiler to inline a hot helper whose call
+// would cost more than its body (the JSON reader's strings and numbers).
+#if defined(__GNUC__) || defined(__clang__)
+#define COORD_ALWAYS_INLINE [[gnu::always_inline]] inline
+#else
+#define COORD_ALWAYS_INLINE inline
+#endif

@@ -16,15 +16,19 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstddef>
 #include <system_error>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
+
+#include "coord/detail/config.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -235,6 +239,24 @@ private:
         return true;
     }
 
+    // Strings and numbers, the common members, without a call; the rest
+    // (objects, arrays, literals) through parse().
+    COORD_ALWAYS_INLINE bool parse_inline(value& out, std::size_t depth) {
+        if (p_ != end_ && *p_ == '"') {
+            const char* start = p_;
+            if (!string(out)) return false;
+            out.raw = std::string_view(start, static_cast<std::size_t>(p_ - start));
+            return true;
+        }
+        if (p_ != end_ && (*p_ == '-' || (*p_ >= '0' && *p_ <= '9'))) {
+            const char* start = p_;
+            if (!number(out)) return false;
+            out.raw = std::string_view(start, static_cast<std::size_t>(p_ - start));
+            return true;
+        }
+        return parse(out, depth);
+    }
+
     template <class OnMember>
     bool object(std::size_t depth, OnMember& on_member) {
         if (depth > max_depth_) return fail(failure::too_deep);
@@ -257,7 +279,7 @@ private:
             if (!string(key)) return false;
             key.raw = std::string_view(key_start, static_cast<std::size_t>(p_ - key_start));
             if (count < inline_keys) {
-                const key_ref ref = key_ref::of(key);
+                const key_ref ref = key_ref::of(key, end_);
                 for (std::size_t i = 0; i < count; ++i)
                     if ((keys[i].print == ref.print || ref.escaped || keys[i].escaped) && ref.same_as(keys[i]))
                         return fail(failure::duplicate_member);
@@ -275,7 +297,7 @@ private:
             ++p_;
             skip_ws();
             value v;
-            if (!parse(v, depth)) return false;
+            if (!parse_inline(v, depth)) return false;
             if (!on_member(key, v)) return false;
             skip_ws();
             if (p_ == end_) return fail(failure::syntax);
@@ -300,11 +322,19 @@ private:
         std::uint64_t print;
         bool escaped;
 
-        static key_ref of(const value& v) noexcept {
+        // The print: the name's length in the top byte, its first (up to)
+        // seven bytes below. Equal prints of names up to 7 bytes mean equal names.
+        static key_ref of(const value& v, const char* end) noexcept {
             const std::string_view b = v.body();
-            std::uint64_t p = b.size();
-            for (std::size_t i = 0; i < b.size() && i < 7; ++i) p = p << 8 | static_cast<unsigned char>(b[i]);
-            return key_ref{b.data(), b.size(), p, v.escaped};
+            const std::size_t n = b.size() < 7 ? b.size() : 7;
+            std::uint64_t x = 0;
+            if (std::endian::native == std::endian::little && end - b.data() >= 8) {
+                std::memcpy(&x, b.data(), 8);
+                x &= n == 0 ? 0 : ~std::uint64_t{0} >> (64 - 8 * n);
+            } else {
+                std::memcpy(&x, b.data(), n);
+            }
+            return key_ref{b.data(), b.size(), x | static_cast<std::uint64_t>(b.size() & 0xff) << 56, v.escaped};
         }
         value as_value() const {
             value v;
@@ -359,7 +389,7 @@ private:
 
     // Skips the run of plain bytes at p_: sixteen at a time with SSE2 (every
     // x86-64 has it), one at a time elsewhere and at the end.
-    void skip_plain() noexcept {
+    COORD_ALWAYS_INLINE void skip_plain() noexcept {
 #if defined(__SSE2__)
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
         while (end_ - p_ >= 16) {
@@ -378,7 +408,7 @@ private:
         while (p_ != end_ && plain_byte[static_cast<unsigned char>(*p_)]) ++p_;
     }
 
-    bool string(value& out) {
+    COORD_ALWAYS_INLINE bool string(value& out) {
         ++p_;  // '"'
         out.type = kind::string;
         out.escaped = false;
@@ -461,7 +491,7 @@ private:
         return true;
     }
 
-    bool number(value& out) noexcept {
+    COORD_ALWAYS_INLINE bool number(value& out) noexcept {
         const char* start = p_;
         const bool negative = *p_ == '-';
         if (negative) ++p_;
