@@ -22,7 +22,9 @@
 #include <unistd.h>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -39,6 +41,9 @@
 #include "coord/snowflake.hpp"
 #if defined(COORD_HAS_SCHEDULE)
 #include "coord/schedule.hpp"
+#endif
+#if defined(COORD_HAS_SESSION)
+#include "coord/jwt.hpp"
 #endif
 #include "coord/storage/file.hpp"
 #include "coord/uuid7.hpp"
@@ -63,6 +68,10 @@ constexpr const char* usage_text =
     "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]\n"
     "                (the effect appends the line SLOT to F)\n"
     "  schedule next --cron EXPR --tz ZONE [--from YYYY-MM-DDTHH:MM[:SS]Z] [-n COUNT]\n"
+    "  jwt verify (--key PEM_FILE --alg ALG | --secret-file FILE --alg ALG | --jwks FILE)\n"
+    "             [--iss ISS] [--aud AUD] [--leeway SECONDS]   (token on standard input)\n"
+    "  jwt sign (--key PEM_FILE | --secret-file FILE) --alg ALG [--kid KID]   (claims JSON on standard input)\n"
+    "                (a secret file's one trailing newline is not part of the secret)\n"
     "exit codes: 0 ok, 1 infrastructure error, 2 bad usage, 3 refused by the primitive's rule\n";
 
 /// A usage or configuration mistake: exit 2 with the message.
@@ -404,6 +413,98 @@ int schedule_command(std::string_view verb, const std::vector<std::string_view>&
 #endif
 }
 
+#if defined(COORD_HAS_SESSION)
+std::string read_file(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw usage_error("cannot read " + path + ": " + std::strerror(errno));
+    std::string out;
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+    return out;
+}
+
+std::string read_stdin() {
+    std::string out;
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) out.append(buf, n);
+    return out;
+}
+
+coord::jwt::algorithm parse_alg(const options& o) {
+    const auto alg = coord::jwt::algorithm_from_name(o.required("alg"));
+    if (!alg) throw usage_error("--alg must be HS256/384/512, RS256/384/512, PS256/384/512, ES256/384/512 or EdDSA");
+    return *alg;
+}
+
+std::string secret_from(const options& o) {
+    std::string secret = read_file(o.required("secret-file"));
+    if (!secret.empty() && secret.back() == '\n') secret.pop_back();
+    return secret;
+}
+
+int jwt_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    using namespace coord::jwt;
+    if (verb == "verify") {
+        options o(args, {"key", "secret-file", "jwks", "alg", "iss", "aud", "leeway"});
+        if (o.has("key") + o.has("secret-file") + o.has("jwks") != 1)
+            throw usage_error("give exactly one of --key, --secret-file, --jwks");
+        key_set keys;
+        if (o.has("jwks")) {
+            auto set = parse_jwks(read_file(o.required("jwks")));
+            if (!set) throw usage_error("--jwks: " + set.error().detail);
+            keys = std::move(*set);
+        } else if (o.has("key")) {
+            auto k = key::try_from_pem(parse_alg(o), read_file(o.required("key")));
+            if (!k) throw usage_error("--key: " + k.error().detail);
+            keys.add(std::move(*k));
+        } else {
+            auto k = key::try_hmac(parse_alg(o), secret_from(o));
+            if (!k) throw usage_error("--secret-file: " + k.error().detail);
+            keys.add(std::move(*k));
+        }
+        validation_options opt;
+        if (o.has("iss")) opt.issuer = o.required("iss");
+        if (o.has("aud")) opt.audiences = {o.required("aud")};
+        if (o.has("leeway")) {
+            const auto leeway = o.number("leeway");
+            if (leeway > 86400) throw usage_error("--leeway must be 0..86400 seconds");
+            opt.leeway = std::chrono::seconds(leeway);
+        }
+        std::string token = read_stdin();
+        while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+        validator v(std::move(keys), opt);
+        auto c = v.validate(token);
+        if (!c) {
+            std::printf("rejected: %s\n", c.error().message().c_str());
+            return exit_refused;
+        }
+        std::printf("%.*s\n", static_cast<int>(c->json().size()), c->json().data());
+        return exit_ok;
+    }
+    if (verb == "sign") {
+        options o(args, {"key", "secret-file", "alg", "kid"});
+        if (o.has("key") == o.has("secret-file")) throw usage_error("give exactly one of --key, --secret-file");
+        const auto alg = parse_alg(o);
+        const std::string kid = o.has("kid") ? o.required("kid") : std::string();
+        auto k = o.has("key") ? key::try_from_pem(alg, read_file(o.required("key")), kid)
+                              : key::try_hmac(alg, secret_from(o), kid);
+        if (!k) throw usage_error(k.error().detail);
+        if (!k->can_sign()) throw usage_error("--key must be a private key to sign");
+        auto token = signer(*k).sign(read_stdin());
+        if (!token) {
+            std::printf("rejected: claims are not one JSON object (%s)\n", token.error().message().c_str());
+            return exit_refused;
+        }
+        std::printf("%s\n", token->c_str());
+        return exit_ok;
+    }
+    throw usage_error("unknown jwt command: " + std::string(verb));
+}
+#endif
+
 int run(const std::vector<std::string_view>& argv) {
     if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
@@ -417,6 +518,11 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "uuid") return uuid_command(verb, rest);
     if (primitive == "ledger") return ledger_command(verb, rest);
     if (primitive == "schedule") return schedule_command(verb, rest);
+#if defined(COORD_HAS_SESSION)
+    if (primitive == "jwt") return jwt_command(verb, rest);
+#else
+    if (primitive == "jwt") throw usage_error("coordctl was built without coord::session (install libssl-dev)");
+#endif
     throw usage_error("unknown command: " + std::string(primitive));
 }
 

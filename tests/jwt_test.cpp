@@ -578,6 +578,11 @@ TEST(JwtKeySet, WithoutKidTheSingleKeyOfTheAlgorithm) {
     EXPECT_TRUE(manual_validator(key_set{a, c}, no_required(), clock_at(0)).validate(token));
     // Two HS256 keys and no kid: ambiguous, refused rather than tried in turn.
     EXPECT_EQ(manual_validator(key_set{a, b}, no_required(), clock_at(0)).validate(token).error(), errc::token_unknown_key);
+    // A kid no key has: only a key without a kid may stand in.
+    const std::string with_kid = hs256_token(R"({"alg":"HS256","kid":"zz"})", "{}", std::string(32, 'a'));
+    EXPECT_EQ(manual_validator(key_set{a, c}, no_required(), clock_at(0)).validate(with_kid).error(), errc::token_unknown_key);
+    const key plain = key::hmac(algorithm::hs256, std::string(32, 'a'));
+    EXPECT_TRUE(manual_validator(key_set{plain, c}, no_required(), clock_at(0)).validate(with_kid));
 }
 
 // --- revocation -----------------------------------------------------------------

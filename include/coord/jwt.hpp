@@ -162,8 +162,9 @@ public:
     result<void, key_error> try_add(key k);
 
     /// The key for a token's (kid, alg): the key with that kid when the token
-    /// names one, else the single key with that alg. Null when there is no
-    /// such key (or, without a kid, several).
+    /// names one; else the single key with that alg (when the token names a
+    /// kid: the single such key without a kid). Null when there is none, or
+    /// several (ambiguous). The caller still checks the key's alg.
     const key* find(std::string_view kid, bool has_kid, algorithm alg) const noexcept;
     const key* find_kid(std::string_view kid) const noexcept;
 
@@ -931,11 +932,15 @@ inline const key* key_set::find_kid(std::string_view kid) const noexcept {
 }
 
 inline const key* key_set::find(std::string_view kid, bool has_kid, algorithm alg) const noexcept {
-    if (has_kid) return find_kid(kid);
+    if (has_kid)
+        if (const key* k = find_kid(kid)) return k;
+    // No key has the token's kid (or the token names none): the single
+    // candidate with the token's alg, where a token's kid rules out keys that
+    // carry another kid. Several candidates: ambiguous, refused.
     const key* found = nullptr;
     for (const auto& k : keys_) {
-        if (k.alg() != alg) continue;
-        if (found) return nullptr;  // ambiguous without a kid
+        if (k.alg() != alg || (has_kid && !k.kid().empty())) continue;
+        if (found) return nullptr;
         found = &k;
     }
     return found;

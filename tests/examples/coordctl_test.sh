@@ -94,6 +94,62 @@ want="2026-03-07T07:30:00.000Z local=2026-03-07T02:30:00 offset=-05:00
 expect 2 "" -- schedule next --cron "61 * * * *" --tz UTC
 expect 2 "" -- schedule next --cron "* * * * *" --tz Mars/Base
 
+# JWT: sign and verify through standard input, HMAC and ES256 (a test-only key).
+printf 'an-hmac-secret-of-at-least-32-bytes!\n' > "$dir/secret"
+cat > "$dir/ec.pem" <<'PEM'
+-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgnru25Zua3CLKRAlw
+H4dci8zS9KrChVwlgzAxCfudzi+hRANCAATqdlKTUvPwxMnPIzuo8vUCvaFqt//C
+OTfaG2HBUQHge+j4DDFMP5MuvcgbMSLmd1ZbyFHDGK4wluuCqHq1co4V
+-----END PRIVATE KEY-----
+PEM
+cat > "$dir/ec.pub" <<'PEM'
+-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE6nZSk1Lz8MTJzyM7qPL1Ar2harf/
+wjk32hthwVEB4Hvo+AwxTD+TLr3IGzEi5ndWW8hRwxiuMJbrgqh6tXKOFQ==
+-----END PUBLIC KEY-----
+PEM
+claims='{"iss":"coordctl","aud":"api","sub":"alice","exp":253402300799}'
+# jwt_expect CODE OUTPUT STDIN -- ARGS...: like expect, with standard input.
+jwt_expect() {
+  local want_rc="$1" want_out="$2" input="$3"; shift 4
+  local out rc
+  out=$(printf '%s' "$input" | "$ctl" "$@" 2>"$dir/stderr"); rc=$?
+  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
+    echo "FAIL: coordctl $* <<< $input"
+    echo "  want rc=$want_rc out='$want_out'"
+    echo "  got  rc=$rc out='$out' stderr='$(cat "$dir/stderr")'"
+    failures=$((failures + 1))
+  fi
+}
+hs=$(printf '%s' "$claims" | "$ctl" jwt sign --secret-file "$dir/secret" --alg HS256 --kid k1)
+jwt_expect 0 "$claims" "$hs" -- jwt verify --secret-file "$dir/secret" --alg HS256 --iss coordctl --aud api
+jwt_expect 3 "rejected: wrong issuer" "$hs" -- jwt verify --secret-file "$dir/secret" --alg HS256 --iss other
+jwt_expect 3 "rejected: wrong audience" "$hs" -- jwt verify --secret-file "$dir/secret" --alg HS256 --aud other
+jwt_expect 3 "rejected: no key for token" "$hs" -- jwt verify --key "$dir/ec.pub" --alg ES256
+jwt_expect 3 "rejected: bad signature" "${hs%?}A" -- jwt verify --secret-file "$dir/secret" --alg HS256
+jwt_expect 3 "rejected: token malformed" "not.a token" -- jwt verify --secret-file "$dir/secret" --alg HS256
+es=$(printf '%s' "$claims" | "$ctl" jwt sign --key "$dir/ec.pem" --alg ES256)
+jwt_expect 0 "$claims" "$es" -- jwt verify --key "$dir/ec.pub" --alg ES256
+cat > "$dir/jwks" <<'JWKS'
+{"keys":[{"kty":"EC","crv":"P-256","kid":"k2","x":"6nZSk1Lz8MTJzyM7qPL1Ar2harf_wjk32hthwVEB4Hs","y":"6PgMMUw_ky69yBsxIuZ3VlvIUcMYrjCW64KoerVyjhU"}]}
+JWKS
+es_kid=$(printf '%s' "$claims" | "$ctl" jwt sign --key "$dir/ec.pem" --alg ES256 --kid k2)
+jwt_expect 0 "$claims" "$es_kid" -- jwt verify --jwks "$dir/jwks"
+jwt_expect 0 "$claims" "$es" -- jwt verify --jwks "$dir/jwks"  # no kid: the one ES256 key
+hs_k2=$(printf '%s' "$claims" | "$ctl" jwt sign --secret-file "$dir/secret" --alg HS256 --kid k2)
+jwt_expect 3 "rejected: token algorithm refused" "$hs_k2" -- jwt verify --jwks "$dir/jwks"
+es_k3=$(printf '%s' "$claims" | "$ctl" jwt sign --key "$dir/ec.pem" --alg ES256 --kid k3)
+jwt_expect 3 "rejected: no key for token" "$es_k3" -- jwt verify --jwks "$dir/jwks"
+expired=$(printf '%s' '{"exp":1000}' | "$ctl" jwt sign --secret-file "$dir/secret" --alg HS256)
+jwt_expect 3 "rejected: token expired" "$expired" -- jwt verify --secret-file "$dir/secret" --alg HS256
+jwt_expect 3 "rejected: claims are not one JSON object (token JSON refused)" '{"a":1,"a":2}' -- jwt sign --secret-file "$dir/secret" --alg HS256
+jwt_expect 2 "" "$hs" -- jwt verify --key "$dir/ec.pub" --alg HS256
+jwt_expect 2 "" "$hs" -- jwt verify --secret-file "$dir/secret" --alg none
+jwt_expect 2 "" "$claims" -- jwt sign --key "$dir/ec.pub" --alg ES256
+printf 'short' > "$dir/short"
+jwt_expect 2 "" "$claims" -- jwt sign --secret-file "$dir/short" --alg HS256
+
 # Bad usage: exit 2.
 expect 2 "" -- fence write --store "$store" --key k --token minus --value V
 expect 2 "" -- fence write --store "$store" --key k --value V
