@@ -612,6 +612,14 @@ inline result<key, key_error> make_pkey_key(algorithm alg, pkey_ptr pkey, bool i
     return key_access::make(std::move(m));
 }
 
+/// RSASSA-PSS as JWS fixes it (RFC 7518 3.5): MGF1 with the same hash, salt
+/// as long as the hash.
+inline bool set_pss(EVP_PKEY_CTX* pctx, algorithm alg) {
+    return EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1 &&
+           EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) == 1 &&
+           EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, digest(alg)) == 1;
+}
+
 /// Verifies `sig` over `input` with an asymmetric key.
 inline bool verify_pkey(const key_material& k, std::string_view input, const unsigned char* sig, std::size_t sig_len) {
     std::unique_ptr<EVP_MD_CTX, md_ctx_free> ctx(EVP_MD_CTX_new());
@@ -621,11 +629,7 @@ inline bool verify_pkey(const key_material& k, std::string_view input, const uns
     if (EVP_DigestVerifyInit(ctx.get(), &pctx, f == family::eddsa ? nullptr : digest(k.alg), nullptr,
                              k.pkey.get()) != 1)
         return false;
-    if (f == family::rsa_pss &&
-        (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
-         EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1 ||
-         EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, digest(k.alg)) != 1))
-        return false;
+    if (f == family::rsa_pss && !set_pss(pctx, k.alg)) return false;
     const auto* in = reinterpret_cast<const unsigned char*>(input.data());
     if (f != family::ecdsa) return EVP_DigestVerify(ctx.get(), sig, sig_len, in, input.size()) == 1;
     // JWS carries ECDSA as r || s (fixed width); OpenSSL wants DER.
@@ -663,11 +667,7 @@ inline std::string sign_with(const key_material& k, std::string_view input) {
     if (!ctx || EVP_DigestSignInit(ctx.get(), &pctx, f == family::eddsa ? nullptr : digest(k.alg), nullptr,
                                    k.pkey.get()) != 1)
         throw std::runtime_error("coord: signing initialisation failed");
-    if (f == family::rsa_pss &&
-        (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
-         EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1 ||
-         EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, digest(k.alg)) != 1))
-        throw std::runtime_error("coord: PSS parameters refused");
+    if (f == family::rsa_pss && !set_pss(pctx, k.alg)) throw std::runtime_error("coord: PSS parameters refused");
     std::size_t len = 0;
     if (EVP_DigestSign(ctx.get(), nullptr, &len, in, input.size()) != 1)
         throw std::runtime_error("coord: signing failed");
