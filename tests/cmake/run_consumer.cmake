@@ -12,3 +12,4 @@ run("${CMAKE_COMMAND}" -S "${SRC}" -B "${BIN}" -DCMAKE_BUILD_TYPE=Release "-DCMA
 run("${CMAKE_COMMAND}" --build "${BIN}")
 run("${BIN}/consumer")
 run("${BIN}/session_consumer")
+run("${BIN}/postgres_consumer")

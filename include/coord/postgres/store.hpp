@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/postgres/store.hpp: coord's stores on PostgreSQL (libpq), target
+// coord::postgres. For fences, leases and IDs that several machines trust.
+//
+// Every operation is one round trip that PostgreSQL executes atomically: a
+// call of one of the adapter's PL/pgSQL functions, which locks the row
+// (SELECT ... FOR UPDATE), applies the same rule as the memory store and
+// writes, all in the one statement's transaction; or one INSERT ... ON
+// CONFLICT ... RETURNING. Nothing is read in one call and written in another.
+// Lease expiry is judged on the server's clock (clock_timestamp()), never on
+// the client's. The schema (tables coord_*, functions coord_*) is created by
+// the constructor, idempotently, under an advisory lock; see schema_sql().
+//
+//   coord::postgres::store store{"host=db1 dbname=app user=svc"};
+//   coord::basic_lease_manager leases{store};
+//   coord::basic_keyed_fenced_resource orders{store};
+//
+// Errors: a refusal by the rule is the usual errc (stale_fence, lease_held,
+// ...). A failure of the server or the connection is a postgres::errc in the
+// "coord.postgres" category with the server's message in last_error(); when
+// the connection broke after a writing call was sent, the call may have
+// committed and the code is coord::errc::outcome_unknown. The next call
+// reconnects. Thread safety: one connection behind a mutex; calls from many
+// threads are serialised (open one store per thread for parallel calls).
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/reservation.hpp"
+#include "coord/result.hpp"
+#include "coord/segment.hpp"
+
+namespace coord::postgres {
+
+/// Infrastructure failures of the PostgreSQL adapter.
+enum class errc {
+    /// No connection could be made (server down, refused, bad conninfo).
+    connection_failed = 1,
+    /// The server refused or failed the statement (it was rolled back).
+    statement_failed,
+    /// The statement was cancelled (statement_timeout) and rolled back.
+    timeout,
+    /// The server's answer was not what the adapter expects (schema drift?).
+    bad_answer,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.postgres"; }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::connection_failed: return "PostgreSQL connection failed";
+        case errc::statement_failed: return "PostgreSQL statement failed";
+        case errc::timeout: return "PostgreSQL statement timed out";
+        case errc::bad_answer: return "unexpected answer from PostgreSQL";
+        }
+        return "unknown PostgreSQL error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+/// The server's message for the last failure on this thread (empty if none).
+inline std::string& last_error() {
+    thread_local std::string message;
+    return message;
+}
+
+/// The clock policy that means "the server's clock": leases are judged on
+/// clock_timestamp() of the server. Tests may give a manual_clock instead,
+/// whose readings are sent with each call.
+struct server_clock {};
+
+/// The schema: tables and functions, created idempotently.
+inline const char* schema_sql() {
+    return R"SQL(
+CREATE TABLE IF NOT EXISTS coord_fence (
+  key text PRIMARY KEY, highest numeric(20,0) NOT NULL DEFAULT 0, written boolean NOT NULL DEFAULT false,
+  has_seq boolean NOT NULL DEFAULT false, seq numeric(20,0) NOT NULL DEFAULT 0, value bytea NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS coord_lease (
+  name text PRIMARY KEY, last_token bigint NOT NULL DEFAULT 0, held boolean NOT NULL DEFAULT false,
+  holder text NOT NULL DEFAULT '', token bigint NOT NULL DEFAULT 0, ttl_ns bigint NOT NULL DEFAULT 0,
+  expires_ns bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS coord_reservation (
+  key text PRIMARY KEY, highest numeric(20,0) NOT NULL DEFAULT 0, until_ms bigint NOT NULL DEFAULT 0);
+-- next may reach 2^63 (an exclusive end), one past bigint: numeric.
+CREATE TABLE IF NOT EXISTS coord_segment (tag text PRIMARY KEY, next numeric(20,0) NOT NULL);
+
+-- The server's clock in nanoseconds since the Unix epoch (microsecond resolution).
+CREATE OR REPLACE FUNCTION coord_now_ns() RETURNS bigint LANGUAGE sql VOLATILE AS
+$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 $$;
+
+-- status: 0 written, 1 stale fence, 2 stale sequence. p_seq NULL: unordered write.
+CREATE OR REPLACE FUNCTION coord_fence_write(p_key text, p_token numeric, p_seq numeric, p_value bytea)
+RETURNS TABLE(o_status int, o_highest numeric) LANGUAGE plpgsql AS $$
+DECLARE r coord_fence; same boolean;
+BEGIN
+  INSERT INTO coord_fence(key) VALUES (p_key) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_fence WHERE key = p_key FOR UPDATE;
+  IF r.written AND p_token < r.highest THEN RETURN QUERY SELECT 1, r.highest; RETURN; END IF;
+  same := r.written AND p_token = r.highest;
+  IF p_seq IS NOT NULL AND same AND r.has_seq AND p_seq <= r.seq THEN RETURN QUERY SELECT 2, r.highest; RETURN; END IF;
+  UPDATE coord_fence SET highest = p_token, written = true, value = p_value,
+    has_seq = (p_seq IS NOT NULL) OR (same AND r.has_seq), seq = coalesce(p_seq, CASE WHEN same THEN r.seq ELSE 0 END)
+    WHERE key = p_key;
+  RETURN QUERY SELECT 0, p_token;
+END $$;
+
+-- status: 0 granted, 1 held (o_* describe the holder).
+CREATE OR REPLACE FUNCTION coord_lease_acquire(p_name text, p_owner text, p_ttl bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns());
+BEGIN
+  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF r.held AND now_ns < r.expires_ns THEN
+    RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns; RETURN;
+  END IF;
+  UPDATE coord_lease SET last_token = r.last_token + 1, held = true, holder = p_owner, token = r.last_token + 1,
+    ttl_ns = p_ttl, expires_ns = now_ns + p_ttl WHERE name = p_name;
+  RETURN QUERY SELECT 0, p_owner, r.last_token + 1, p_ttl, now_ns + p_ttl;
+END $$;
+
+-- status: 0 renewed (o_* the new term), 1 not the holder, 2 expired (o_* the live holder, if any).
+CREATE OR REPLACE FUNCTION coord_lease_renew(p_name text, p_owner text, p_token bigint, p_ttl bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns()); live boolean; ttl bigint;
+BEGIN
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF NOT FOUND THEN RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
+  live := r.held AND now_ns < r.expires_ns;
+  IF NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
+    IF live THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
+    RETURN;
+  END IF;
+  IF NOT live THEN RETURN QUERY SELECT 2, ''::text, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
+  ttl := CASE WHEN p_ttl > 0 THEN p_ttl ELSE r.ttl_ns END;
+  UPDATE coord_lease SET ttl_ns = ttl, expires_ns = now_ns + ttl WHERE name = p_name;
+  RETURN QUERY SELECT 0, r.holder, r.token, ttl, now_ns + ttl;
+END $$;
+
+-- status: 0 released, 1 not the holder (o_* the live holder, if any).
+CREATE OR REPLACE FUNCTION coord_lease_release(p_name text, p_owner text, p_token bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns());
+BEGIN
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF NOT FOUND OR NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
+    IF FOUND AND r.held AND now_ns < r.expires_ns THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
+    RETURN;
+  END IF;
+  UPDATE coord_lease SET held = false, holder = '', expires_ns = 0 WHERE name = p_name;
+  RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
+END $$;
+
+-- The live holder, or no row.
+CREATE OR REPLACE FUNCTION coord_lease_read(p_name text, p_now bigint)
+RETURNS TABLE(o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE sql AS $$
+  SELECT holder, token, ttl_ns, expires_ns FROM coord_lease
+  WHERE name = p_name AND held AND coalesce(p_now, coord_now_ns()) < expires_ns $$;
+
+-- status: 0 reserved (o_value the reservation, never lowered), 1 stale fence (o_value the highest token).
+CREATE OR REPLACE FUNCTION coord_time_reserve(p_key text, p_until bigint, p_token numeric)
+RETURNS TABLE(o_status int, o_value numeric) LANGUAGE plpgsql AS $$
+DECLARE r coord_reservation;
+BEGIN
+  INSERT INTO coord_reservation(key) VALUES (p_key) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_reservation WHERE key = p_key FOR UPDATE;
+  IF p_token < r.highest THEN RETURN QUERY SELECT 1, r.highest; RETURN; END IF;
+  UPDATE coord_reservation SET highest = p_token, until_ms = greatest(r.until_ms, p_until) WHERE key = p_key;
+  RETURN QUERY SELECT 0, greatest(r.until_ms, p_until)::numeric;
+END $$;
+)SQL";
+}
+
+/// PostgreSQL as a fence_store, lease_store, time_reservation_store and
+/// segment_allocator. Clock: server_clock (production: leases judged on the
+/// server's clock) or a unix_clock whose readings are sent (tests).
+template <class Clock = server_clock>
+class basic_store {
+public:
+    /// Connects and creates the schema. Throws store_error naming the server
+    /// when either fails.
+    explicit basic_store(std::string conninfo, Clock clock = Clock{})
+        : conninfo_(std::move(conninfo)), clock_(std::move(clock)) {
+        std::lock_guard lk(mutex_);
+        if (!connect()) throw store_error(make_error_code(errc::connection_failed), "coord: PostgreSQL: " + last_error());
+        auto r = exec("SELECT pg_advisory_lock(7370426)", {}, false);
+        if (!r) throw store_error(r.error(), "coord: PostgreSQL schema lock: " + last_error());
+        auto s = exec(schema_sql(), {}, true);
+        (void)exec("SELECT pg_advisory_unlock(7370426)", {}, false);
+        if (!s) throw store_error(s.error(), "coord: PostgreSQL schema: " + last_error());
+    }
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
+    ~basic_store() {
+        if (conn_) PQfinish(conn_);
+    }
+
+    // fence_store -----------------------------------------------------------
+
+    /// One call of coord_fence_write. Refusals: stale_fence, stale_sequence
+    /// (with the highest token); errc::outcome_unknown if the connection broke
+    /// after sending.
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
+        return fence_call(key, token, std::nullopt, value);
+    }
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
+                                          std::string_view value) {
+        return fence_call(key, token, seq, value);
+    }
+    /// fence_update_store: one transaction (the row locked FOR UPDATE, the
+    /// rule, fn on the value, the write, COMMIT). fn runs only when the token
+    /// passes; if it throws, the transaction rolls back and the exception
+    /// propagates.
+    template <class F>
+    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
+        std::lock_guard lk(mutex_);
+        auto fail = [&](std::error_code ec, fence_token highest = 0) {
+            (void)exec("ROLLBACK", {}, false);
+            return result<void, write_error>(unexpected(write_error{ec, highest}));
+        };
+        if (auto b = exec("BEGIN", {}, false); !b) return unexpected(write_error{b.error(), 0});
+        if (auto i = exec("INSERT INTO coord_fence(key) VALUES ($1) ON CONFLICT DO NOTHING", {param(key)}, false); !i)
+            return fail(i.error());
+        auto r = exec("SELECT highest, written, value, has_seq, seq FROM coord_fence WHERE key = $1 FOR UPDATE", {param(key)},
+                      false);
+        if (!r) return fail(r.error());
+        if (PQntuples(r->get()) != 1) return fail(make_error_code(errc::bad_answer));
+        const fence_token highest = to_u64(r->text(0, 0));
+        const bool written = r->text(0, 1) == "t";
+        if (written && token < highest) return fail(coord::make_error_code(coord::errc::stale_fence), highest);
+        const bool same = written && token == highest;
+        std::string value = r->bytes(0, 2);
+        try {
+            fn(value);
+        } catch (...) {
+            (void)exec("ROLLBACK", {}, false);
+            throw;
+        }
+        const bool has_seq = same && r->text(0, 3) == "t";
+        auto u = exec("UPDATE coord_fence SET highest = $2, written = true, value = $3, has_seq = $4, "
+                      "seq = CASE WHEN $4 THEN seq ELSE 0 END WHERE key = $1",
+                      {param(key), param_u64(token), bytes_param(value), param(has_seq ? "true" : "false")}, false);
+        if (!u) return fail(u.error());
+        if (auto c = exec("COMMIT", {}, true); !c) return unexpected(write_error{c.error(), 0});
+        return {};
+    }
+
+    result<fenced_value> fence_read(std::string_view key) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT highest, value, written FROM coord_fence WHERE key = $1", {param(key)}, false);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) == 0) return fenced_value{};
+        return fenced_value{to_u64(r->text(0, 0)), r->bytes(0, 1), r->text(0, 2) == "t"};
+    }
+
+    // lease_store -----------------------------------------------------------
+
+    result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
+                                             std::chrono::nanoseconds ttl) {
+        return lease_call("SELECT * FROM coord_lease_acquire($1, $2, $3, $4)", name,
+                          {param(name), param(owner), param(ttl.count()), now_param()});
+    }
+    result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
+                                           std::chrono::nanoseconds ttl) {
+        return lease_call("SELECT * FROM coord_lease_renew($1, $2, $3, $4, $5)", name,
+                          {param(name), param(owner), param(static_cast<std::int64_t>(token)), param(ttl.count()),
+                           now_param()});
+    }
+    result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
+        auto r = lease_call("SELECT * FROM coord_lease_release($1, $2, $3, $4)", name,
+                            {param(name), param(owner), param(static_cast<std::int64_t>(token)), now_param()});
+        if (!r) return unexpected(r.error());
+        return {};
+    }
+    result<std::optional<lease>> lease_read(std::string_view name) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT * FROM coord_lease_read($1, $2)", {param(name), now_param()}, false);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) == 0) return std::optional<lease>{};
+        return std::optional<lease>{lease{std::string(name), r->text(0, 0), to_u64(r->text(0, 1)),
+                                          std::chrono::nanoseconds{to_i64(r->text(0, 2))},
+                                          std::chrono::nanoseconds{to_i64(r->text(0, 3))}}};
+    }
+
+    // time_reservation_store ---------------------------------------------------
+
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT * FROM coord_time_reserve($1, $2, $3)", {param(key), param(until_ms), param_u64(token)},
+                      true);
+        if (!r) return unexpected(write_error{r.error(), 0});
+        if (PQntuples(r->get()) != 1) return unexpected(write_error{make_error_code(errc::bad_answer), 0});
+        if (r->text(0, 0) == "1") return unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), to_u64(r->text(0, 1))});
+        return to_i64(r->text(0, 1));
+    }
+
+    // segment_allocator ---------------------------------------------------------
+
+    /// One INSERT ... ON CONFLICT ... RETURNING: ranges never overlap, also
+    /// across processes and machines.
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        std::lock_guard lk(mutex_);
+        auto r = exec(
+            "INSERT INTO coord_segment AS s (tag, next) VALUES ($1, 1 + $2::numeric) "
+            "ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
+            "WHERE s.next + $2::numeric <= 9223372036854775808 RETURNING next - $2::numeric, next",
+            {param(tag), param(static_cast<std::int64_t>(step))}, true);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) == 0) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        return segment_range{to_u64(r->text(0, 0)), to_u64(r->text(0, 1))};
+    }
+
+    /// The server's clock now, in nanoseconds since the Unix epoch (for tests
+    /// and diagnostics).
+    result<std::int64_t> server_now_ns() {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT coord_now_ns()", {}, false);
+        if (!r) return unexpected(r.error());
+        return to_i64(r->text(0, 0));
+    }
+
+    const std::string& conninfo() const noexcept { return conninfo_; }
+
+private:
+    // A query result, freed with the object.
+    class answer {
+    public:
+        explicit answer(PGresult* r) : r_(r) {}
+        answer(answer&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+        answer& operator=(answer&&) = delete;
+        ~answer() {
+            if (r_) PQclear(r_);
+        }
+        PGresult* get() const noexcept { return r_; }
+        std::string text(int row, int col) const {
+            return std::string(PQgetvalue(r_, row, col), static_cast<std::size_t>(PQgetlength(r_, row, col)));
+        }
+        // A bytea column in text format ("\x" and hex).
+        std::string bytes(int row, int col) const {
+            std::size_t n = 0;
+            unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r_, row, col)), &n);
+            std::string out(reinterpret_cast<const char*>(raw), n);
+            PQfreemem(raw);
+            return out;
+        }
+
+    private:
+        PGresult* r_;
+    };
+
+    struct param_value {
+        std::optional<std::string> text;
+        bool binary = false;
+    };
+
+    static param_value param(std::string_view s) { return {std::string(s), false}; }
+    static param_value param(std::int64_t v) { return {std::to_string(v), false}; }
+    static param_value param_u64(std::uint64_t v) { return {std::to_string(v), false}; }
+    static param_value bytes_param(std::string_view s) { return {std::string(s), true}; }
+    param_value now_param() const {
+        if constexpr (std::is_same_v<Clock, server_clock>) return {std::nullopt, false};
+        else return {std::to_string(since_epoch_ns(clock_.now())), false};
+    }
+
+    static std::uint64_t to_u64(const std::string& s) { return std::strtoull(s.c_str(), nullptr, 10); }
+    static std::int64_t to_i64(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
+
+    bool connect() {
+        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
+        if (conn_) {
+            PQreset(conn_);
+        } else {
+            conn_ = PQconnectdb(conninfo_.c_str());
+        }
+        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
+        last_error() = conn_ ? PQerrorMessage(conn_) : "out of memory";
+        return false;
+    }
+
+    // One statement. `writes`: a broken connection after sending means the
+    // outcome is unknown rather than failed.
+    result<answer> exec(const char* sql, const std::vector<param_value>& params, bool writes) {
+        if (!connect()) return unexpected(make_error_code(errc::connection_failed));
+        std::vector<const char*> values;
+        std::vector<int> lengths, formats;
+        for (const auto& p : params) {
+            values.push_back(p.text ? p.text->data() : nullptr);
+            lengths.push_back(p.text ? static_cast<int>(p.text->size()) : 0);
+            formats.push_back(p.binary ? 1 : 0);
+        }
+        answer r(params.empty() ? PQexec(conn_, sql)
+                                : PQexecParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(),
+                                               lengths.data(), formats.data(), 0));
+        const auto status = r.get() ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+        if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return r;
+        last_error() = PQerrorMessage(conn_);
+        if (PQstatus(conn_) != CONNECTION_OK)
+            return unexpected(writes ? coord::make_error_code(coord::errc::outcome_unknown)
+                                     : make_error_code(errc::connection_failed));
+        const char* state = r.get() ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
+        if (state && std::string_view(state) == "57014") return unexpected(make_error_code(errc::timeout));
+        return unexpected(make_error_code(errc::statement_failed));
+    }
+
+    result<void, write_error> fence_call(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
+                                         std::string_view value) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT * FROM coord_fence_write($1, $2, $3, $4)",
+                      {param(key), param_u64(token), seq ? param_u64(*seq) : param_value{std::nullopt, false},
+                       bytes_param(value)},
+                      true);
+        if (!r) return unexpected(write_error{r.error(), 0});
+        if (PQntuples(r->get()) != 1) return unexpected(write_error{make_error_code(errc::bad_answer), 0});
+        const std::string status = r->text(0, 0);
+        if (status == "0") return {};
+        const auto highest = to_u64(r->text(0, 1));
+        return unexpected(write_error{
+            coord::make_error_code(status == "1" ? coord::errc::stale_fence : coord::errc::stale_sequence), highest});
+    }
+
+    result<lease, lease_error> lease_call(const char* sql, std::string_view name, std::vector<param_value> params) {
+        std::lock_guard lk(mutex_);
+        auto r = exec(sql, params, true);
+        if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
+        if (PQntuples(r->get()) != 1) return unexpected(lease_error{make_error_code(errc::bad_answer), {}, 0, {}});
+        const std::string status = r->text(0, 0);
+        lease l{std::string(name), r->text(0, 1), to_u64(r->text(0, 2)), std::chrono::nanoseconds{to_i64(r->text(0, 3))},
+                std::chrono::nanoseconds{to_i64(r->text(0, 4))}};
+        if (status == "0") return l;
+        // Which refusal depends on the function: acquire's 1 is "held".
+        const bool acquire = std::string_view(sql).find("acquire") != std::string_view::npos;
+        const coord::errc code = status == "2" ? coord::errc::lease_expired
+                                 : acquire     ? coord::errc::lease_held
+                                               : coord::errc::not_lease_holder;
+        return unexpected(lease_error{coord::make_error_code(code), l.owner, l.token, l.expires_at});
+    }
+
+    std::string conninfo_;
+    Clock clock_;
+    std::mutex mutex_;
+    PGconn* conn_ = nullptr;
+};
+
+/// The everyday PostgreSQL store: leases judged on the server's clock.
+using store = basic_store<>;
+
+static_assert(fence_store<store>);
+static_assert(fence_update_store<store>);
+static_assert(lease_store<store>);
+static_assert(time_reservation_store<store>);
+static_assert(segment_allocator<store>);
+
+}  // namespace coord::postgres
+
+template <>
+struct std::is_error_code_enum<coord::postgres::errc> : std::true_type {};

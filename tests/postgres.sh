@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Starts and stops the throwaway PostgreSQL server coord's tests run against:
+# a plain process on 127.0.0.1, its state and unix socket inside DIR, no
+# fsync. Installs postgresql-15 when it is missing and the user is root (the
+# packaged cluster on 5432 is never started). ctest runs `start` and `stop`
+# as the fixture of every test that needs the server.
+#
+#   tests/postgres.sh start DIR PORT     # fresh server, database "coord"
+#   tests/postgres.sh stop DIR           # clean shutdown, removes DIR
+#   tests/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
+#   tests/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
+#
+# Gotchas handled here: initdb and postgres refuse to run as root (they run as
+# the postgres user then); the socket directory must be one the server user
+# can write; a stale server from an earlier run on DIR is stopped first.
+set -euo pipefail
+
+cmd="${1:-}"
+dir="${2:-}"
+port="${3:-15432}"
+pg_bin="${COORD_PG_BIN:-/usr/lib/postgresql/15/bin}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|conninfo DIR [PORT]" >&2; exit 2; }
+
+log() { printf '[postgres.sh] %s\n' "$*" >&2; }
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pg_user() { if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi; }
+
+install_server() {
+  [ -x "$pg_bin/initdb" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    log "PostgreSQL 15 is not installed ($pg_bin/initdb missing) and this user cannot install it: apt-get install postgresql-15"
+    exit 1
+  fi
+  log "installing postgresql-15"
+  local made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then  # keep the packaged cluster from starting on 5432
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends postgresql-15 >/dev/null; then
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends postgresql-15 >/dev/null
+  fi
+  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+  return 0
+}
+
+server_start() {
+  as_pg "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start -o \
+    "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
+    >/dev/null || { log "server did not start; log tail:"; tail -n 30 "$dir/log" >&2; exit 1; }
+}
+
+server_stop() {
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    as_pg "$pg_bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+  fi
+}
+
+case "$cmd" in
+  start)
+    install_server
+    server_stop
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    as_pg "$pg_bin/initdb" -D "$dir/data" -U "$(pg_user)" -A trust -E UTF8 --locale=C.UTF-8 --no-sync \
+      >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    server_start
+    as_pg "$pg_bin/psql" -q -h 127.0.0.1 -p "$port" -U "$(pg_user)" -d postgres -c 'CREATE DATABASE coord' >/dev/null
+    log "ready on 127.0.0.1:$port (state in $dir)"
+    ;;
+  stop)
+    server_stop
+    rm -rf "$dir"
+    ;;
+  restart)
+    server_stop
+    server_start
+    ;;
+  conninfo)
+    echo "host=127.0.0.1 port=$port user=$(pg_user) dbname=coord connect_timeout=5"
+    ;;
+  *)
+    echo "usage: $0 start|stop|restart|conninfo DIR [PORT]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// PostgreSQL-only behaviour: leases judged on the server's clock, clear
+// errors for a bad server, and recovery across a server restart.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "postgres/pg_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Postgres, LeaseExpiryIsOnTheServerClock) {
+    coord::postgres::store store{coord::test::pg_fresh_schema()};
+    const auto before = store.server_now_ns();
+    ASSERT_TRUE(before) << coord::postgres::last_error();
+    auto l = store.lease_acquire("db-primary", "A", 1h);
+    ASSERT_TRUE(l) << l.error().code.message();
+    const auto after = store.server_now_ns();
+    ASSERT_TRUE(after);
+    // expires_at is the server's now + ttl, whatever this process's clock says.
+    EXPECT_GE(l->expires_at.count(), *before + std::chrono::nanoseconds(1h).count());
+    EXPECT_LE(l->expires_at.count(), *after + std::chrono::nanoseconds(1h).count());
+    auto b = store.lease_acquire("db-primary", "B", 1h);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), coord::errc::lease_held);
+    EXPECT_EQ(b.error().holder, "A");
+}
+
+TEST(Postgres, UnreachableServerIsAClearError) {
+    try {
+        coord::postgres::store store{"host=127.0.0.1 port=1 dbname=none connect_timeout=2"};
+        FAIL() << "connected to a server that does not exist";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::postgres::errc::connection_failed);
+        EXPECT_NE(std::string(e.what()).find("PostgreSQL"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Postgres, ServerRestartGivesErrorsThenRecoversWithNothingLost) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    coord::postgres::store store{conninfo};
+    coord::basic_keyed_fenced_resource res{store};
+    ASSERT_TRUE(res.write("k", 5, "before"));
+    // The fixture's server, restarted on its own data (tests/postgres.sh restart).
+    ASSERT_EQ(std::system(COORD_PG_RESTART_COMMAND), 0) << COORD_PG_RESTART_COMMAND;
+    // The old connection is dead: the first call reports it (a write that may
+    // have been sent is "outcome unknown", never success or failure) ...
+    auto first = res.write("k", 6, "during");
+    if (!first) {
+        EXPECT_TRUE(first.error().code == coord::errc::outcome_unknown ||
+                    first.error().code == coord::postgres::errc::connection_failed)
+            << first.error().code.message();
+    }
+    // ... and the next call reconnects. The fence held: nothing went back.
+    auto again = res.write("k", 7, "after");
+    ASSERT_TRUE(again) << again.error().code.message() << ": " << coord::postgres::last_error();
+    EXPECT_EQ(res.write("k", 4, "stale").error(), coord::errc::stale_fence);
+    auto v = res.read("k");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, 7u);
+    EXPECT_EQ(v->value, "after");
+}
+
+}  // namespace
