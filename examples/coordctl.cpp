@@ -45,6 +45,9 @@
 #if defined(COORD_HAS_SESSION)
 #include "coord/jwt.hpp"
 #endif
+#if defined(COORD_HAS_POSTGRES)
+#include "coord/postgres/store.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/uuid7.hpp"
 
@@ -54,6 +57,7 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
+    "  (--store: file:PATH, or postgres:CONNINFO for fence, lease and segment)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
@@ -124,36 +128,66 @@ int infra(const coord::file_store& s, std::error_code ec) {
     return exit_infra;
 }
 
+#if defined(COORD_HAS_POSTGRES)
+int infra(const coord::postgres::store&, std::error_code ec) {
+    std::fprintf(stderr, "error: postgres: %s: %s\n", ec.message().c_str(), coord::postgres::last_error().c_str());
+    return exit_infra;
+}
+#endif
+
+/// Opens the store named by --store (file:PATH, or postgres:CONNINFO where
+/// coordctl was built with coord::postgres) and calls f(store).
+template <class F>
+int with_store(const options& o, F&& f) {
+    const auto& spec = o.required("store");
+    if (spec.rfind("file:", 0) == 0 && spec.size() > 5) {
+        coord::file_store store(spec.substr(5));
+        return f(store);
+    }
+#if defined(COORD_HAS_POSTGRES)
+    if (spec.rfind("postgres:", 0) == 0) {
+        coord::postgres::store store(spec.substr(9));
+        return f(store);
+    }
+    throw usage_error("--store must be file:PATH or postgres:CONNINFO, got '" + spec + "'");
+#else
+    throw usage_error("--store must be file:PATH (this coordctl has no coord::postgres), got '" + spec + "'");
+#endif
+}
+
 int fence_command(std::string_view verb, const std::vector<std::string_view>& args) {
     if (verb == "write") {
         options o(args, {"store", "key", "token", "value"});
         const auto token = o.number("token");
-        auto store = open_store(o);
-        coord::basic_keyed_fenced_resource res{*store};
-        auto r = res.write(o.required("key"), token, o.required("value"));
-        if (r) {
-            std::puts("accepted");
-            return exit_ok;
-        }
-        if (r.error() == coord::errc::stale_fence) {
-            std::printf("rejected: stale fence (highest %llu)\n", static_cast<unsigned long long>(r.error().highest));
-            return exit_refused;
-        }
-        return infra(*store, r.error().code);
+        return with_store(o, [&](auto& store) {
+            coord::basic_keyed_fenced_resource res{store};
+            auto r = res.write(o.required("key"), token, o.required("value"));
+            if (r) {
+                std::puts("accepted");
+                return exit_ok;
+            }
+            if (r.error() == coord::errc::stale_fence) {
+                std::printf("rejected: stale fence (highest %llu)\n", static_cast<unsigned long long>(r.error().highest));
+                return exit_refused;
+            }
+            return infra(store, r.error().code);
+        });
     }
     if (verb == "read") {
         options o(args, {"store", "key"});
-        auto store = open_store(o);
-        coord::basic_keyed_fenced_resource res{*store};
-        auto r = res.read(o.required("key"));
-        if (!r) return infra(*store, r.error());
-        std::printf("fence=%llu value=%s\n", static_cast<unsigned long long>(r->fence), r->value.c_str());
-        return exit_ok;
+        return with_store(o, [&](auto& store) {
+            coord::basic_keyed_fenced_resource res{store};
+            auto r = res.read(o.required("key"));
+            if (!r) return infra(store, r.error());
+            std::printf("fence=%llu value=%s\n", static_cast<unsigned long long>(r->fence), r->value.c_str());
+            return exit_ok;
+        });
     }
     throw usage_error("unknown fence command: " + std::string(verb));
 }
 
-int lease_refusal(const coord::file_store& store, const coord::lease_error& e) {
+template <class Store>
+int lease_refusal(const Store& store, const coord::lease_error& e) {
     if (e == coord::errc::lease_held) {
         std::printf("held by %s\n", e.holder.c_str());
         return exit_refused;
@@ -177,30 +211,32 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
         const auto& name = o.required("name");
         const auto& owner = o.required("owner");
         if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
-        auto store = open_store(o);
-        coord::basic_lease_manager leases{*store};
-        auto r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
-        if (!r) return lease_refusal(*store, r.error());
-        std::printf("token=%llu\n", static_cast<unsigned long long>(r->token));
-        return exit_ok;
+        return with_store(o, [&](auto& store) {
+            coord::basic_lease_manager leases{store};
+            auto r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
+            if (!r) return lease_refusal(store, r.error());
+            std::printf("token=%llu\n", static_cast<unsigned long long>(r->token));
+            return exit_ok;
+        });
     }
     if (verb == "renew" || verb == "release") {
         options o(args, {"store", "name", "owner"});
         const auto& name = o.required("name");
         const auto& owner = o.required("owner");
         if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
-        auto store = open_store(o);
-        coord::basic_lease_manager leases{*store};
-        if (verb == "release") {
-            auto r = leases.release(name, owner);
-            if (!r) return lease_refusal(*store, r.error());
-            std::puts("released");
+        return with_store(o, [&](auto& store) {
+            coord::basic_lease_manager leases{store};
+            if (verb == "release") {
+                auto r = leases.release(name, owner);
+                if (!r) return lease_refusal(store, r.error());
+                std::puts("released");
+                return exit_ok;
+            }
+            auto r = leases.renew(name, owner);
+            if (!r) return lease_refusal(store, r.error());
+            std::printf("renewed token=%llu\n", static_cast<unsigned long long>(r->token));
             return exit_ok;
-        }
-        auto r = leases.renew(name, owner);
-        if (!r) return lease_refusal(*store, r.error());
-        std::printf("renewed token=%llu\n", static_cast<unsigned long long>(r->token));
-        return exit_ok;
+        });
     }
     throw usage_error("unknown lease command: " + std::string(verb));
 }
@@ -272,36 +308,37 @@ int segment_command(std::string_view verb, const std::vector<std::string_view>& 
     if (tag.empty()) throw usage_error("--tag must not be empty");
     const auto count = o.has("n") ? o.number("n") : 1;
     if (count < 1 || count > 10'000'000) throw usage_error("-n must be 1..10000000");
-    auto store = open_store(o);
-    // One invocation: ask for about what it will use, so the hole it leaves is small.
-    coord::segment_options opt;
-    opt.min_step = 1;
-    opt.initial_step = count;
-    opt.max_step = std::max<std::uint64_t>(count, 1000);
-    coord::basic_segment_generator<coord::file_store> gen{*store, opt};
-    auto h = gen.tag(tag);
-    std::string out;
-    for (std::uint64_t i = 0; i < count;) {
-        auto id = h.next();
-        if (!id) {
-            if (id.error() == coord::errc::allocator_unavailable && gen.stats(tag).last_error == std::error_code{}) {
-                gen.quiesce();  // the prefetch is in flight, not failing
-                continue;
+    return with_store(o, [&](auto& store) {
+        // One invocation: ask for about what it will use, so the hole it leaves is small.
+        coord::segment_options opt;
+        opt.min_step = 1;
+        opt.initial_step = count;
+        opt.max_step = std::max<std::uint64_t>(count, 1000);
+        coord::basic_segment_generator<std::remove_reference_t<decltype(store)>> gen{store, opt};
+        auto h = gen.tag(tag);
+        std::string out;
+        for (std::uint64_t i = 0; i < count;) {
+            auto id = h.next();
+            if (!id) {
+                if (id.error() == coord::errc::allocator_unavailable && gen.stats(tag).last_error == std::error_code{}) {
+                    gen.quiesce();  // the prefetch is in flight, not failing
+                    continue;
+                }
+                std::fputs(out.c_str(), stdout);
+                if (id.error() == coord::errc::range_exhausted) {
+                    std::puts("refused: ID range exhausted");
+                    return exit_refused;
+                }
+                const auto cause = gen.stats(tag).last_error;
+                return infra(store, cause ? cause : id.error());
             }
-            std::fputs(out.c_str(), stdout);
-            if (id.error() == coord::errc::range_exhausted) {
-                std::puts("refused: ID range exhausted");
-                return exit_refused;
-            }
-            const auto cause = gen.stats(tag).last_error;
-            return infra(*store, cause ? cause : id.error());
+            out += std::to_string(*id);
+            out += '\n';
+            ++i;
         }
-        out += std::to_string(*id);
-        out += '\n';
-        ++i;
-    }
-    std::fputs(out.c_str(), stdout);
-    return exit_ok;
+        std::fputs(out.c_str(), stdout);
+        return exit_ok;
+    });
 }
 
 int uuid7_command(const std::vector<std::string_view>& args) {
