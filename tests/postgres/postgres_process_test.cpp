@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// Multi-process experiments on the real server: the pause experiment
+// (SIGSTOP past the lease's term, SIGCONT, the late write refused by the
+// database) and processes drawing segment IDs while one is killed with
+// SIGKILL again and again. Leases here are judged on the server's clock.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/segment.hpp"
+#include "postgres/pg_support.hpp"
+#include "support/child_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Waits until the server's clock passes `t` (ns since the epoch): the term is
+// measured there, so that is the clock to wait on.
+void wait_for_server_time(coord::postgres::store& store, std::int64_t t) {
+    for (;;) {
+        auto now = store.server_now_ns();
+        ASSERT_TRUE(now) << coord::postgres::last_error();
+        if (*now > t) return;
+        std::this_thread::sleep_for(10ms);
+    }
+}
+
+TEST(PostgresProcess, PausedHolderIsFencedOutByTheDatabase) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    // Process A: takes the lease, reports its token and expiry, waits for
+    // "go" (it is stopped meanwhile), then writes with its old token.
+    coord::test::child_process a([&](int out) {
+        ::close(go[1]);
+        coord::postgres::store store{conninfo};
+        coord::basic_lease_manager leases{store};
+        auto l = leases.acquire("primary", "A", 300ms);
+        if (!l) return 2;
+        const std::uint64_t token = l->token;
+        const std::int64_t expires = l->expires_at.count();
+        if (::write(out, &token, sizeof token) != sizeof token || ::write(out, &expires, sizeof expires) != sizeof expires)
+            return 3;
+        char c;
+        if (::read(go[0], &c, 1) != 1) return 4;
+        coord::basic_keyed_fenced_resource res{store};
+        auto w = res.write("config", token, "A's late value");
+        const std::int32_t code = w ? 0 : w.error().code.value();
+        return ::write(out, &code, sizeof code) == sizeof code ? 0 : 5;
+    });
+    ::close(go[0]);
+    std::uint64_t token_a = 0;
+    std::int64_t expires_a = 0;
+    ASSERT_TRUE(a.read(token_a));
+    ASSERT_TRUE(a.read(expires_a));
+    a.kill(SIGSTOP);  // the long GC pause
+
+    coord::postgres::store store{conninfo};
+    wait_for_server_time(store, expires_a);
+    // Process B (here, the test) takes over and writes.
+    coord::basic_lease_manager leases{store};
+    auto b = leases.acquire("primary", "B", 30s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_EQ(b->token, token_a + 1);
+    coord::basic_keyed_fenced_resource res{store};
+    ASSERT_TRUE(res.write("config", b->token, "B's value"));
+
+    a.kill(SIGCONT);  // A wakes, unaware, and writes
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    std::int32_t code = -1;
+    ASSERT_TRUE(a.read(code));
+    EXPECT_EQ(code, static_cast<std::int32_t>(coord::errc::stale_fence));
+    EXPECT_EQ(WEXITSTATUS(a.wait()), 0);
+    ::close(go[1]);
+    auto v = res.read("config");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->value, "B's value");
+    EXPECT_EQ(v->fence, b->token);
+}
+
+TEST(PostgresProcess, KilledAndRestartedDrawersNeverDuplicateASegmentId) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    std::set<std::uint64_t> seen;
+    std::size_t total = 0;
+    std::mt19937 rng(7);
+    constexpr int rounds = 8, processes = 4, per_process = 3000;
+    for (int round = 0; round < rounds; ++round) {
+        std::vector<std::unique_ptr<coord::test::child_process>> children;
+        for (int p = 0; p < processes; ++p)
+            children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
+                coord::postgres::store store{conninfo};
+                coord::segment_options opt;
+                opt.min_step = 50;
+                opt.initial_step = 50;
+                opt.max_step = 200;
+                coord::basic_segment_generator<coord::postgres::store> gen{store, opt};
+                auto h = gen.tag("orders");
+                for (int i = 0; i < per_process;) {
+                    auto id = h.next();
+                    if (!id) {
+                        if (id.error() == coord::errc::allocator_unavailable) {
+                            gen.quiesce();
+                            continue;
+                        }
+                        return 2;
+                    }
+                    const std::uint64_t v = *id;
+                    if (::write(out, &v, sizeof v) != sizeof v) return 3;
+                    ++i;
+                }
+                return 0;
+            }));
+        // Kill one drawer part-way, at a random point.
+        const int victim = static_cast<int>(rng() % processes);
+        const int kill_after = static_cast<int>(rng() % per_process);
+        for (int p = 0; p < processes; ++p) {
+            std::uint64_t v;
+            int got = 0;
+            while (children[static_cast<std::size_t>(p)]->read(v)) {
+                EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v << " in round " << round;
+                ++total;
+                if (p == victim && ++got == kill_after) children[static_cast<std::size_t>(p)]->kill(SIGKILL);
+            }
+            children[static_cast<std::size_t>(p)]->wait();
+        }
+    }
+    EXPECT_GT(total, static_cast<std::size_t>(rounds * (processes - 1) * per_process));
+}
+
+}  // namespace
