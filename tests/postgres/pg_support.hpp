@@ -43,6 +43,17 @@ inline void pg_command(const std::string& conninfo, const std::string& sql) {
     if (!ok) throw std::runtime_error("test PostgreSQL refused '" + sql + "': " + m);
 }
 
+/// The first column of the first row of a query, as text.
+inline std::string pg_query(const std::string& conninfo, const std::string& sql) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
+    PGresult* r = PQexec(c, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0;
+    std::string out = ok ? PQgetvalue(r, 0, 0) : "error: " + std::string(PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return out;
+}
+
 /// A conninfo whose search_path is a new, empty schema.
 inline std::string pg_fresh_schema() {
     static std::atomic<int> counter{0};

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <random>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
 #include "postgres/pg_support.hpp"
@@ -136,6 +138,82 @@ TEST(PostgresProcess, KilledAndRestartedDrawersNeverDuplicateASegmentId) {
         }
     }
     EXPECT_GT(total, static_cast<std::size_t>(rounds * (processes - 1) * per_process));
+}
+
+}  // namespace
+
+namespace {
+
+// Four processes race over the same slots; the effect inserts a row in the
+// ledger's own transaction; processes die by SIGKILL at random and are
+// replaced. Afterwards every slot marked done has exactly one effect row and
+// every other slot has none.
+TEST(PostgresProcess, KilledWorkersLeaveOneEffectPerDoneSlotAndNoneElsewhere) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    {
+        coord::postgres::store setup{conninfo};  // creates the schema once
+        coord::test::pg_command(conninfo, "CREATE TABLE effects (slot text NOT NULL, worker int NOT NULL)");
+    }
+    constexpr int slots = 1000, processes = 4;
+    const auto base = std::chrono::floor<std::chrono::minutes>(std::chrono::system_clock::now());
+    auto worker = [&](int id) {
+        return [&, id](int out) {
+            coord::postgres::store store{conninfo};
+            coord::basic_job_ledger<coord::postgres::store> ledger{store};
+            std::mt19937 order(static_cast<unsigned>(id * 7919 + ::getpid()));
+            std::vector<int> todo(slots);
+            for (int i = 0; i < slots; ++i) todo[static_cast<std::size_t>(i)] = i;
+            std::shuffle(todo.begin(), todo.end(), order);
+            const std::string who = "w" + std::to_string(id);
+            for (const int i : todo) {
+                const coord::slot s("job" + std::to_string(i), base);
+                auto r = ledger.run(s, who, "", [&](const coord::ledger_context& ctx) {
+                    auto ins = coord::postgres::store::effect_exec(
+                        "INSERT INTO effects(slot, worker) VALUES ($1, $2)", {ctx.which.to_string(), std::to_string(id)});
+                    if (!ins) throw std::runtime_error("effect insert failed");
+                    return std::string("ok");
+                });
+                if (!r) return 2;
+                const char c = 'x';
+                if (::write(out, &c, 1) != 1) return 3;
+            }
+            return 0;
+        };
+    };
+    std::vector<std::unique_ptr<coord::test::child_process>> pool;
+    int next_id = 0;
+    for (int p = 0; p < processes; ++p) pool.push_back(std::make_unique<coord::test::child_process>(worker(next_id++)));
+    std::mt19937 rng(11);
+    int kills = 0;
+    // Read progress round-robin; now and then kill one and start a replacement.
+    for (bool running = true; running;) {
+        running = false;
+        for (auto& child : pool) {
+            char c;
+            int got = 0;
+            while (got < 25 && child->read(c)) ++got;
+            if (got == 25) running = true;
+            if (got == 25 && kills < 6 && rng() % 4 == 0) {
+                child->kill(SIGKILL);
+                child->wait();
+                child = std::make_unique<coord::test::child_process>(worker(next_id++));
+                ++kills;
+                running = true;
+            }
+        }
+    }
+    for (auto& child : pool) child->wait();
+    EXPECT_EQ(kills, 6);
+    auto done = coord::test::pg_query(conninfo,
+        "SELECT count(*) FROM coord_ledger l WHERE l.state = 2 AND "
+        "(SELECT count(*) FROM effects e WHERE e.slot = l.key) <> 1");
+    EXPECT_EQ(done, "0") << "done slots without exactly one effect";
+    auto orphans = coord::test::pg_query(conninfo,
+        "SELECT count(*) FROM effects e WHERE NOT EXISTS "
+        "(SELECT 1 FROM coord_ledger l WHERE l.key = e.slot AND l.state = 2)");
+    EXPECT_EQ(orphans, "0") << "effects of slots not marked done";
+    auto completed = coord::test::pg_query(conninfo, "SELECT count(*) FROM coord_ledger WHERE state = 2");
+    EXPECT_GT(std::stoi(completed), slots / 2);
 }
 
 }  // namespace

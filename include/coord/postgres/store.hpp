@@ -41,6 +41,7 @@
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
@@ -194,6 +195,36 @@ BEGIN
   UPDATE coord_reservation SET highest = p_token, until_ms = greatest(r.until_ms, p_until) WHERE key = p_key;
   RETURN QUERY SELECT 0, greatest(r.until_ms, p_until)::numeric;
 END $$;
+
+-- The job-slot ledger: state 0 idle, 1 running, 2 done.
+CREATE TABLE IF NOT EXISTS coord_ledger (
+  key text PRIMARY KEY, scheduled_ms bigint NOT NULL DEFAULT 0, schedule_version bigint NOT NULL DEFAULT 0,
+  state smallint NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0, attempt bigint NOT NULL DEFAULT 0,
+  holder text NOT NULL DEFAULT '', lease_until_ns bigint NOT NULL DEFAULT 0, started_ns bigint NOT NULL DEFAULT 0,
+  completed_ns bigint NOT NULL DEFAULT 0, retain_until_ns bigint NOT NULL DEFAULT 0,
+  payload_hash text NOT NULL DEFAULT '', result bytea NOT NULL DEFAULT '', fail_reason text NOT NULL DEFAULT '');
+
+-- o_kind: 0 granted, 1 replayed, 2 in progress, 3 payload mismatch (claim_outcome's order).
+CREATE OR REPLACE FUNCTION coord_ledger_claim(p_key text, p_scheduled_ms bigint, p_version bigint, p_worker text,
+  p_hash text, p_now bigint, p_lease_until bigint)
+RETURNS TABLE(o_kind int, o_fence bigint, o_attempt bigint, o_holder text, o_lease_until bigint, o_result bytea)
+LANGUAGE plpgsql AS $$
+DECLARE r coord_ledger;
+BEGIN
+  INSERT INTO coord_ledger(key) VALUES (p_key) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_ledger WHERE key = p_key FOR UPDATE;
+  IF (r.attempt > 0 OR r.state <> 0) AND r.payload_hash <> p_hash THEN
+    RETURN QUERY SELECT 3, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
+  IF r.state = 2 THEN RETURN QUERY SELECT 1, r.fence, r.attempt, ''::text, 0::bigint, r.result; RETURN; END IF;
+  IF r.state = 1 AND p_now < r.lease_until_ns THEN
+    RETURN QUERY SELECT 2, r.fence, r.attempt, r.holder, r.lease_until_ns, ''::bytea; RETURN;
+  END IF;
+  UPDATE coord_ledger SET scheduled_ms = p_scheduled_ms, schedule_version = p_version, payload_hash = p_hash,
+    state = 1, fence = r.fence + 1, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = p_lease_until,
+    started_ns = p_now WHERE key = p_key;
+  RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, p_lease_until, ''::bytea;
+END $$;
 )SQL";
 }
 
@@ -337,6 +368,139 @@ public:
         return segment_range{to_u64(r->text(0, 0)), to_u64(r->text(0, 1))};
     }
 
+    // ledger_store / ledger_run_store -----------------------------------------
+
+    result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
+        std::lock_guard lk(mutex_);
+        return claim_locked(q, true);
+    }
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
+        return ledger_update("UPDATE coord_ledger SET lease_until_ns = $3 WHERE key = $1 AND state = 1 AND fence = $2",
+                             {param(key), param_u64(fence), param(lease_until)});
+    }
+    result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
+                                 std::int64_t now, std::int64_t retain_until) {
+        return ledger_update("UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
+                             "WHERE key = $1 AND state = 1 AND fence = $2",
+                             {param(key), param_u64(fence), bytes_param(result_text), param(now), param(retain_until)});
+    }
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+        return ledger_update("UPDATE coord_ledger SET state = 0, fail_reason = $3, lease_until_ns = 0 "
+                             "WHERE key = $1 AND state = 1 AND fence = $2",
+                             {param(key), param_u64(fence), param(reason)});
+    }
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("UPDATE coord_ledger SET fence = fence + 1, state = 0, fail_reason = $2, lease_until_ns = 0 "
+                      "WHERE key = $1 AND state = 1 RETURNING fence",
+                      {param(key), param(reason)}, true);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) == 0) return unexpected(coord::make_error_code(coord::errc::stale_fence));
+        return to_u64(r->text(0, 0));
+    }
+    result<std::optional<ledger_record>> ledger_read(std::string_view key) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT key, scheduled_ms, schedule_version, state, fence, attempt, holder, lease_until_ns, "
+                      "started_ns, completed_ns, retain_until_ns, payload_hash, result, fail_reason "
+                      "FROM coord_ledger WHERE key = $1",
+                      {param(key)}, false);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) == 0) return std::optional<ledger_record>{};
+        ledger_record rec;
+        rec.key = r->text(0, 0);
+        rec.scheduled_ms = to_i64(r->text(0, 1));
+        rec.schedule_version = static_cast<std::uint32_t>(to_u64(r->text(0, 2)));
+        const auto state = r->text(0, 3);
+        rec.state = state == "2" ? ledger_record::state_t::done
+                    : state == "1" ? ledger_record::state_t::running
+                                   : ledger_record::state_t::idle;
+        rec.fence = to_u64(r->text(0, 4));
+        rec.attempt = static_cast<std::uint32_t>(to_u64(r->text(0, 5)));
+        rec.holder = r->text(0, 6);
+        rec.lease_until_ns = to_i64(r->text(0, 7));
+        rec.started_ns = to_i64(r->text(0, 8));
+        rec.completed_ns = to_i64(r->text(0, 9));
+        rec.retain_until_ns = to_i64(r->text(0, 10));
+        rec.payload_hash = r->text(0, 11);
+        rec.result = r->bytes(0, 12);
+        rec.fail_reason = r->text(0, 13);
+        return std::optional<ledger_record>{std::move(rec)};
+    }
+    result<std::size_t> ledger_prune(std::int64_t now) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= $1", {param(now)}, true);
+        if (!r) return unexpected(r.error());
+        return static_cast<std::size_t>(to_u64(PQcmdTuples(r->get())));
+    }
+
+    /// The claim, the effect and the done marker in ONE transaction: fn runs
+    /// inside it, and an effect that writes through effect_transaction()
+    /// commits or rolls back together with the marker. If fn throws, its
+    /// writes roll back (to a savepoint), the attempt is recorded as failed,
+    /// the transaction commits that, and the exception propagates. A
+    /// connection lost at COMMIT is errc::outcome_unknown. fn must not call
+    /// this store (its connection is in use): it uses effect_transaction().
+    template <class F>
+    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
+        std::lock_guard lk(mutex_);
+        if (auto b = exec("BEGIN", {}, false); !b) return unexpected(b.error());
+        auto rollback = [&](std::error_code ec) {
+            (void)exec("ROLLBACK", {}, false);
+            return result<claim_outcome>(unexpected(ec));
+        };
+        auto c = claim_locked(q, false);
+        if (!c) return rollback(c.error());
+        if (c->kind != claim_outcome::granted) {
+            if (auto e = exec("COMMIT", {}, false); !e) return unexpected(e.error());
+            return c;
+        }
+        if (auto sp = exec("SAVEPOINT coord_effect", {}, false); !sp) return rollback(sp.error());
+        std::string produced;
+        {
+            transaction_scope scope(*this);
+            try {
+                produced = fn(*c);
+            } catch (const std::exception& e) {
+                fail_in_transaction(q.key, c->fence, e.what());
+                throw;
+            } catch (...) {
+                fail_in_transaction(q.key, c->fence, "unknown exception");
+                throw;
+            }
+        }
+        auto done = exec("UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
+                         "WHERE key = $1 AND state = 1 AND fence = $2",
+                         {param(q.key), param_u64(c->fence), bytes_param(produced), param(q.now_ns), param(retain_until)},
+                         false);
+        if (!done) return rollback(done.error());
+        if (auto e = exec("COMMIT", {}, true); !e) return unexpected(e.error());
+        c->result = std::move(produced);
+        return c;
+    }
+
+    /// Inside an effect that ledger_run_atomic runs: runs one statement in the
+    /// run's open transaction (text parameters; NULL for nullopt). Rows come
+    /// back as text. Outside an effect: errc::statement_failed.
+    static result<std::vector<std::vector<std::string>>> effect_exec(const std::string& sql,
+                                                                     const std::vector<std::optional<std::string>>& params = {}) {
+        basic_store* self = current_effect_store();
+        if (!self) {
+            last_error() = "effect_exec outside a ledger run";
+            return unexpected(make_error_code(errc::statement_failed));
+        }
+        std::vector<param_value> ps;
+        for (const auto& p : params) ps.push_back(param_value{p, false});
+        auto r = self->exec(sql.c_str(), ps, false);
+        if (!r) return unexpected(r.error());
+        std::vector<std::vector<std::string>> rows;
+        for (int i = 0; i < PQntuples(r->get()); ++i) {
+            std::vector<std::string> row;
+            for (int j = 0; j < PQnfields(r->get()); ++j) row.push_back(r->text(i, j));
+            rows.push_back(std::move(row));
+        }
+        return rows;
+    }
+
     /// The server's clock now, in nanoseconds since the Unix epoch (for tests
     /// and diagnostics).
     result<std::int64_t> server_now_ns() {
@@ -462,6 +626,57 @@ private:
         return unexpected(lease_error{coord::make_error_code(code), l.owner, l.token, l.expires_at});
     }
 
+    result<claim_outcome> claim_locked(const ledger_claim_request& q, bool writes) {
+        auto r = exec("SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7)",
+                      {param(q.key), param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
+                       param(q.worker), param(q.payload_hash), param(q.now_ns), param(q.lease_until_ns)},
+                      writes);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
+        claim_outcome out;
+        const auto kind = to_i64(r->text(0, 0));
+        out.kind = kind == 0 ? claim_outcome::granted
+                   : kind == 1 ? claim_outcome::replayed
+                   : kind == 2 ? claim_outcome::in_progress
+                               : claim_outcome::payload_mismatch;
+        out.fence = to_u64(r->text(0, 1));
+        out.attempt = static_cast<std::uint32_t>(to_u64(r->text(0, 2)));
+        out.holder = r->text(0, 3);
+        out.lease_until_ns = to_i64(r->text(0, 4));
+        out.result = r->bytes(0, 5);
+        return out;
+    }
+
+    result<void> ledger_update(const char* sql, std::vector<param_value> params) {
+        std::lock_guard lk(mutex_);
+        auto r = exec(sql, params, true);
+        if (!r) return unexpected(r.error());
+        if (to_u64(PQcmdTuples(r->get())) == 0) return unexpected(coord::make_error_code(coord::errc::stale_fence));
+        return {};
+    }
+
+    // The effect threw: undo its writes, record the failed attempt, commit that.
+    void fail_in_transaction(std::string_view key, fence_token fence, std::string_view reason) {
+        if (exec("ROLLBACK TO SAVEPOINT coord_effect", {}, false) &&
+            exec("UPDATE coord_ledger SET state = 0, fail_reason = $3, lease_until_ns = 0 "
+                 "WHERE key = $1 AND state = 1 AND fence = $2",
+                 {param(key), param_u64(fence), param(reason)}, false) &&
+            exec("COMMIT", {}, true))
+            return;
+        (void)exec("ROLLBACK", {}, false);
+    }
+
+    static basic_store*& current_effect_store() {
+        thread_local basic_store* current = nullptr;
+        return current;
+    }
+    // Marks this thread as inside an effect of this store.
+    struct transaction_scope {
+        explicit transaction_scope(basic_store& s) : previous(current_effect_store()) { current_effect_store() = &s; }
+        ~transaction_scope() { current_effect_store() = previous; }
+        basic_store* previous;
+    };
+
     std::string conninfo_;
     Clock clock_;
     std::mutex mutex_;
@@ -476,6 +691,8 @@ static_assert(fence_update_store<store>);
 static_assert(lease_store<store>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
+static_assert(ledger_store<store>);
+static_assert(ledger_run_store<store>);
 
 }  // namespace coord::postgres
 
