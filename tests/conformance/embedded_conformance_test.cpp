@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The conformance suites on the embedded stores: memory and file.
+// The conformance suites on the embedded stores: memory and file (the file
+// store keeps no sessions).
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
+#include "conformance/session_store_suite.hpp"
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, FenceStoreConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, FenceStoreConformance, coord::test::file_factory);
@@ -13,3 +15,4 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SegmentAllocatorConformance, coord::test:
 INSTANTIATE_TYPED_TEST_SUITE_P(File, SegmentAllocatorConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LedgerStoreConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, LedgerStoreConformance, coord::test::file_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SessionStoreConformance, coord::test::memory_factory);

@@ -6,9 +6,11 @@
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
+#include "conformance/session_store_suite.hpp"
 #include "postgres/pg_support.hpp"
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, FenceStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SegmentAllocatorConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerStoreConformance, coord::test::postgres_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SessionStoreConformance, coord::test::postgres_factory);

@@ -46,6 +46,7 @@
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
+#include "coord/session.hpp"
 
 namespace coord::postgres {
 
@@ -195,6 +196,70 @@ BEGIN
   UPDATE coord_reservation SET highest = p_token, until_ms = greatest(r.until_ms, p_until) WHERE key = p_key;
   RETURN QUERY SELECT 0, greatest(r.until_ms, p_until)::numeric;
 END $$;
+
+-- Sessions: only the SHA-256 of an ID is kept. status: 0 ok, 1 not found, 2 expired, 3 conflict.
+CREATE TABLE IF NOT EXISTS coord_session (
+  hash text PRIMARY KEY, user_name text NOT NULL, data bytea NOT NULL, created_ms bigint NOT NULL,
+  last_seen_ms bigint NOT NULL, absolute_expiry_ms bigint NOT NULL, idle_timeout_ms bigint NOT NULL,
+  version bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS coord_session_user ON coord_session(user_name);
+
+-- Given the locked row of a session (p_found: there was one): 0 live, 1 not
+-- found, 2 expired (and the row is deleted).
+CREATE OR REPLACE FUNCTION coord_session_state(p_found boolean, r coord_session, p_now bigint) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT p_found THEN RETURN 1; END IF;
+  IF p_now >= r.absolute_expiry_ms OR p_now >= r.last_seen_ms + r.idle_timeout_ms THEN
+    DELETE FROM coord_session WHERE hash = r.hash; RETURN 2;
+  END IF;
+  RETURN 0;
+END $$;
+
+CREATE OR REPLACE FUNCTION coord_session_load(p_hash text, p_now bigint)
+RETURNS TABLE(o_status int, o_user text, o_data bytea, o_created bigint, o_last_seen bigint, o_expiry bigint,
+  o_idle bigint, o_version bigint) LANGUAGE plpgsql AS $$
+DECLARE st int; r coord_session;
+BEGIN
+  SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
+  st := coord_session_state(FOUND, r, p_now);
+  IF st <> 0 THEN RETURN QUERY SELECT st, ''::text, ''::bytea, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
+  UPDATE coord_session SET last_seen_ms = greatest(r.last_seen_ms, p_now) WHERE hash = p_hash;
+  RETURN QUERY SELECT 0, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, p_now), r.absolute_expiry_ms,
+    r.idle_timeout_ms, r.version;
+END $$;
+
+CREATE OR REPLACE FUNCTION coord_session_save(p_hash text, p_version bigint, p_data bytea, p_now bigint)
+RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
+DECLARE st int; r coord_session;
+BEGIN
+  SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
+  st := coord_session_state(FOUND, r, p_now);
+  IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
+  IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
+  UPDATE coord_session SET data = p_data, last_seen_ms = greatest(r.last_seen_ms, p_now), version = r.version + 1
+    WHERE hash = p_hash;
+  RETURN QUERY SELECT 0, r.version + 1;
+END $$;
+
+CREATE OR REPLACE FUNCTION coord_session_rotate(p_old text, p_new text, p_version bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
+DECLARE st int; r coord_session;
+BEGIN
+  SELECT * INTO r FROM coord_session WHERE hash = p_old FOR UPDATE;
+  st := coord_session_state(FOUND, r, p_now);
+  IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
+  IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
+  INSERT INTO coord_session VALUES (p_new, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, p_now),
+    r.absolute_expiry_ms, r.idle_timeout_ms, r.version + 1) ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
+  DELETE FROM coord_session WHERE hash = p_old;
+  RETURN QUERY SELECT 0, r.version + 1;
+END $$;
+
+-- Token revocation: a denied jti until a time, a subject's not-before (Unix seconds).
+CREATE TABLE IF NOT EXISTS coord_denied_token (jti text PRIMARY KEY, until_s bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS coord_subject_nbf (sub text PRIMARY KEY, not_before_s bigint NOT NULL);
 
 -- The job-slot ledger: state 0 idle, 1 running, 2 done.
 CREATE TABLE IF NOT EXISTS coord_ledger (
@@ -501,6 +566,82 @@ public:
         return rows;
     }
 
+    // session_store ------------------------------------------------------------
+
+    result<void> session_create(std::string_view hash, const session_record& rec) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("INSERT INTO coord_session VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+                      {param(hash), param(rec.user), bytes_param(rec.data), param(rec.created_ms),
+                       param(rec.last_seen_ms), param(rec.absolute_expiry_ms), param(rec.idle_timeout_ms),
+                       param_u64(rec.version)},
+                      true);
+        if (!r) return unexpected(r.error());
+        if (to_u64(PQcmdTuples(r->get())) == 0) return unexpected(coord::make_error_code(coord::errc::session_conflict));
+        return {};
+    }
+    result<session_record> session_load(std::string_view hash, std::int64_t now_ms) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT * FROM coord_session_load($1, $2)", {param(hash), param(now_ms)}, true);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
+        if (auto e = session_status(r->text(0, 0))) return unexpected(e);
+        session_record rec;
+        rec.user = r->text(0, 1);
+        rec.data = r->bytes(0, 2);
+        rec.created_ms = to_i64(r->text(0, 3));
+        rec.last_seen_ms = to_i64(r->text(0, 4));
+        rec.absolute_expiry_ms = to_i64(r->text(0, 5));
+        rec.idle_timeout_ms = to_i64(r->text(0, 6));
+        rec.version = to_u64(r->text(0, 7));
+        return rec;
+    }
+    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data,
+                                       std::int64_t now_ms) {
+        return session_versioned("SELECT * FROM coord_session_save($1, $2, $3, $4)",
+                                 {param(hash), param_u64(version), bytes_param(data), param(now_ms)});
+    }
+    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version,
+                                         std::int64_t now_ms) {
+        return session_versioned("SELECT * FROM coord_session_rotate($1, $2, $3, $4)",
+                                 {param(old_hash), param(new_hash), param_u64(version), param(now_ms)});
+    }
+    result<bool> session_revoke(std::string_view hash) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("DELETE FROM coord_session WHERE hash = $1", {param(hash)}, true);
+        if (!r) return unexpected(r.error());
+        return to_u64(PQcmdTuples(r->get())) > 0;
+    }
+    result<std::size_t> session_revoke_user(std::string_view user) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("DELETE FROM coord_session WHERE user_name = $1", {param(user)}, true);
+        if (!r) return unexpected(r.error());
+        return static_cast<std::size_t>(to_u64(PQcmdTuples(r->get())));
+    }
+
+    // revocation_store -----------------------------------------------------------
+
+    result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
+        return plain_write("INSERT INTO coord_denied_token VALUES ($1, $2) ON CONFLICT (jti) DO UPDATE "
+                           "SET until_s = greatest(coord_denied_token.until_s, EXCLUDED.until_s)",
+                           {param(jti), param(until_s)});
+    }
+    result<void> revoke_subject(std::string_view sub, std::int64_t not_before_s) {
+        return plain_write("INSERT INTO coord_subject_nbf VALUES ($1, $2) ON CONFLICT (sub) DO UPDATE "
+                           "SET not_before_s = greatest(coord_subject_nbf.not_before_s, EXCLUDED.not_before_s)",
+                           {param(sub), param(not_before_s)});
+    }
+    /// One SELECT reads both lists.
+    result<bool> token_revoked(std::string_view jti, std::string_view sub, std::optional<std::int64_t> iat,
+                               std::int64_t now_s) {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT EXISTS (SELECT 1 FROM coord_denied_token WHERE $1 <> '' AND jti = $1 AND $4 <= until_s) "
+                      "OR EXISTS (SELECT 1 FROM coord_subject_nbf WHERE $2 <> '' AND sub = $2 "
+                      "AND ($3::bigint IS NULL OR $3::bigint < not_before_s))",
+                      {param(jti), param(sub), iat ? param(*iat) : param_value{std::nullopt, false}, param(now_s)}, false);
+        if (!r) return unexpected(r.error());
+        return r->text(0, 0) == "t";
+    }
+
     /// The server's clock now, in nanoseconds since the Unix epoch (for tests
     /// and diagnostics).
     result<std::int64_t> server_now_ns() {
@@ -626,6 +767,29 @@ private:
         return unexpected(lease_error{coord::make_error_code(code), l.owner, l.token, l.expires_at});
     }
 
+    static std::error_code session_status(const std::string& status) {
+        if (status == "1") return coord::make_error_code(coord::errc::session_not_found);
+        if (status == "2") return coord::make_error_code(coord::errc::session_expired);
+        if (status == "3") return coord::make_error_code(coord::errc::session_conflict);
+        return {};
+    }
+
+    result<std::uint64_t> session_versioned(const char* sql, std::vector<param_value> params) {
+        std::lock_guard lk(mutex_);
+        auto r = exec(sql, params, true);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
+        if (auto e = session_status(r->text(0, 0))) return unexpected(e);
+        return to_u64(r->text(0, 1));
+    }
+
+    result<void> plain_write(const char* sql, std::vector<param_value> params) {
+        std::lock_guard lk(mutex_);
+        auto r = exec(sql, params, true);
+        if (!r) return unexpected(r.error());
+        return {};
+    }
+
     result<claim_outcome> claim_locked(const ledger_claim_request& q, bool writes) {
         auto r = exec("SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7)",
                       {param(q.key), param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
@@ -693,6 +857,8 @@ static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
 static_assert(ledger_store<store>);
 static_assert(ledger_run_store<store>);
+static_assert(session_store<store>);
+static_assert(revocation_store<store>);
 
 }  // namespace coord::postgres
 
