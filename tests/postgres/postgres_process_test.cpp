@@ -20,6 +20,7 @@
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
+#include "coord/snowflake.hpp"
 #include "postgres/pg_support.hpp"
 #include "support/child_process.hpp"
 
@@ -214,6 +215,75 @@ TEST(PostgresProcess, KilledWorkersLeaveOneEffectPerDoneSlotAndNoneElsewhere) {
     EXPECT_EQ(orphans, "0") << "effects of slots not marked done";
     auto completed = coord::test::pg_query(conninfo, "SELECT count(*) FROM coord_ledger WHERE state = 2");
     EXPECT_GT(std::stoi(completed), slots / 2);
+}
+
+}  // namespace
+
+namespace {
+
+// Two processes and one node id: while A issues, B cannot start; after A is
+// killed, B starts once A's node lease has ended on the server's clock, with
+// its own clock set 5 s back, and every ID it issues is above all of A's.
+TEST(PostgresProcess, SnowflakeNodeLeaseAcrossAKillAndAClockSetBack) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    coord::snowflake_options opt;
+    opt.node = 5;
+    opt.node_lease_ttl = 400ms;
+    coord::test::child_process a([&](int out) {
+        coord::postgres::store store{conninfo};
+        coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::postgres::store> gen{store, opt};
+        for (;;) {
+            auto id = gen.next();
+            if (!id) return 2;
+            const std::uint64_t v = *id;
+            if (::write(out, &v, sizeof v) != sizeof v) return 3;
+        }
+    });
+    std::set<std::uint64_t> ids;
+    std::uint64_t v = 0, max_a = 0;
+    for (int i = 0; i < 2000 && a.read(v); ++i) {
+        ids.insert(v);
+        max_a = std::max(max_a, v);
+    }
+    ASSERT_EQ(ids.size(), 2000u);
+
+    coord::postgres::store store{conninfo};
+    coord::manual_clock clock{std::chrono::system_clock::now().time_since_epoch() - 5s};
+    using gen_t = coord::basic_snowflake<coord::default_layout, coord::manual_clock, coord::postgres::store>;
+    {
+        gen_t b{store, opt, clock};
+        auto started = b.start();
+        ASSERT_FALSE(started);
+        EXPECT_EQ(started.error(), coord::errc::lease_held);  // A is alive and issuing
+    }
+    a.kill(SIGKILL);
+    while (a.read(v)) {
+        EXPECT_TRUE(ids.insert(v).second) << "duplicate within A";
+        max_a = std::max(max_a, v);
+    }
+    a.wait();
+
+    // B waits out its clock's 5 s lag (a manual clock's sleep advances it)
+    // rather than refusing with clock_rollback, the default bound's answer.
+    auto opt_b = opt;
+    opt_b.rollback_bound = 10s;
+    gen_t b{store, opt_b, clock};
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (;;) {  // A's lease ends on the server's clock; wait for that
+        auto started = b.start();
+        if (started) break;
+        ASSERT_EQ(started.error(), coord::errc::lease_held);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "A's node lease never ended";
+        std::this_thread::sleep_for(20ms);
+    }
+    std::uint64_t min_b = UINT64_MAX;
+    for (int i = 0; i < 20000; ++i) {
+        auto id = b.next();
+        ASSERT_TRUE(id) << id.error().message();
+        EXPECT_TRUE(ids.insert(*id).second) << "B reissued " << *id;
+        min_b = std::min<std::uint64_t>(min_b, *id);
+    }
+    EXPECT_GT(min_b, max_a);
 }
 
 }  // namespace
