@@ -36,6 +36,7 @@
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "coord/clock.hpp"
@@ -113,22 +114,6 @@ CREATE TABLE IF NOT EXISTS coord_segment (tag text PRIMARY KEY, next numeric(20,
 -- The server's clock in nanoseconds since the Unix epoch (microsecond resolution).
 CREATE OR REPLACE FUNCTION coord_now_ns() RETURNS bigint LANGUAGE sql VOLATILE AS
 $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 $$;
-
--- status: 0 written, 1 stale fence, 2 stale sequence. p_seq NULL: unordered write.
-CREATE OR REPLACE FUNCTION coord_fence_write(p_key text, p_token numeric, p_seq numeric, p_value bytea)
-RETURNS TABLE(o_status int, o_highest numeric) LANGUAGE plpgsql AS $$
-DECLARE r coord_fence; same boolean;
-BEGIN
-  INSERT INTO coord_fence(key) VALUES (p_key) ON CONFLICT DO NOTHING;
-  SELECT * INTO r FROM coord_fence WHERE key = p_key FOR UPDATE;
-  IF r.written AND p_token < r.highest THEN RETURN QUERY SELECT 1, r.highest; RETURN; END IF;
-  same := r.written AND p_token = r.highest;
-  IF p_seq IS NOT NULL AND same AND r.has_seq AND p_seq <= r.seq THEN RETURN QUERY SELECT 2, r.highest; RETURN; END IF;
-  UPDATE coord_fence SET highest = p_token, written = true, value = p_value,
-    has_seq = (p_seq IS NOT NULL) OR (same AND r.has_seq), seq = coalesce(p_seq, CASE WHEN same THEN r.seq ELSE 0 END)
-    WHERE key = p_key;
-  RETURN QUERY SELECT 0, p_token;
-END $$;
 
 -- status: 0 granted, 1 held (o_* describe the holder).
 CREATE OR REPLACE FUNCTION coord_lease_acquire(p_name text, p_owner text, p_ttl bigint, p_now bigint)
@@ -555,7 +540,7 @@ public:
         }
         std::vector<param_value> ps;
         for (const auto& p : params) ps.push_back(param_value{p, false});
-        auto r = self->exec(sql.c_str(), ps, false);
+        auto r = self->exec(sql.c_str(), ps, false, false);
         if (!r) return unexpected(r.error());
         std::vector<std::vector<std::string>> rows;
         for (int i = 0; i < PQntuples(r->get()); ++i) {
@@ -699,6 +684,7 @@ private:
 
     bool connect() {
         if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
+        prepared_.clear();  // a new session has no prepared statements
         if (conn_) {
             PQreset(conn_);
         } else {
@@ -709,9 +695,26 @@ private:
         return false;
     }
 
+    // The name of `sql` prepared on this connection (prepared on first use):
+    // every later call is one round trip without parsing or planning.
+    result<std::string> prepared(const char* sql, int nparams) {
+        auto it = prepared_.find(sql);
+        if (it != prepared_.end()) return it->second;
+        std::string name = "coord_" + std::to_string(prepared_.size());
+        answer r(PQprepare(conn_, name.c_str(), sql, nparams, nullptr));
+        if (!r.get() || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+            last_error() = PQerrorMessage(conn_);
+            return unexpected(make_error_code(PQstatus(conn_) == CONNECTION_OK ? errc::statement_failed
+                                                                               : errc::connection_failed));
+        }
+        prepared_.emplace(sql, name);
+        return name;
+    }
+
     // One statement. `writes`: a broken connection after sending means the
-    // outcome is unknown rather than failed.
-    result<answer> exec(const char* sql, const std::vector<param_value>& params, bool writes) {
+    // outcome is unknown rather than failed. Statements with parameters are
+    // prepared once per connection unless `prepare` is false.
+    result<answer> exec(const char* sql, const std::vector<param_value>& params, bool writes, bool prepare = true) {
         if (!connect()) return unexpected(make_error_code(errc::connection_failed));
         std::vector<const char*> values;
         std::vector<int> lengths, formats;
@@ -720,9 +723,19 @@ private:
             lengths.push_back(p.text ? static_cast<int>(p.text->size()) : 0);
             formats.push_back(p.binary ? 1 : 0);
         }
-        answer r(params.empty() ? PQexec(conn_, sql)
-                                : PQexecParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(),
-                                               lengths.data(), formats.data(), 0));
+        PGresult* raw = nullptr;
+        if (params.empty()) {
+            raw = PQexec(conn_, sql);
+        } else if (prepare) {
+            auto name = prepared(sql, static_cast<int>(params.size()));
+            if (!name) return unexpected(name.error());
+            raw = PQexecPrepared(conn_, name->c_str(), static_cast<int>(params.size()), values.data(), lengths.data(),
+                                 formats.data(), 0);
+        } else {
+            raw = PQexecParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
+                               formats.data(), 0);
+        }
+        answer r(raw);
         const auto status = r.get() ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return r;
         last_error() = PQerrorMessage(conn_);
@@ -734,20 +747,43 @@ private:
         return unexpected(make_error_code(errc::statement_failed));
     }
 
+    // The write is one statement: an UPDATE ... WHERE <the rule>, and an
+    // INSERT ... ON CONFLICT DO UPDATE ... WHERE <the rule> for a new key:
+    // PostgreSQL locks the row and applies the rule in that statement. Only a
+    // refusal costs a second statement, a read of the highest token for the
+    // error (the decision is already final).
     result<void, write_error> fence_call(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                          std::string_view value) {
         std::lock_guard lk(mutex_);
-        auto r = exec("SELECT * FROM coord_fence_write($1, $2, $3, $4)",
-                      {param(key), param_u64(token), seq ? param_u64(*seq) : param_value{std::nullopt, false},
-                       bytes_param(value)},
-                      true);
+        // The common case, an existing key, is the UPDATE alone; a new key (or
+        // a refusal) falls through to the INSERT, whose ON CONFLICT clause
+        // applies the same rule if another writer created the row meanwhile.
+        auto r = exec(
+            "WITH u AS (UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
+            "  has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
+            "  seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
+            "             WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
+            "  WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
+            "  AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) RETURNING 1), "
+            "i AS (INSERT INTO coord_fence AS f (key, highest, written, has_seq, seq, value) "
+            "SELECT $1, $2::numeric, true, $3::numeric IS NOT NULL, coalesce($3::numeric, 0), $4 "
+            "WHERE NOT EXISTS (SELECT 1 FROM u) "
+            "ON CONFLICT (key) DO UPDATE SET highest = EXCLUDED.highest, written = true, value = EXCLUDED.value, "
+            "has_seq = EXCLUDED.has_seq OR (f.written AND f.highest = EXCLUDED.highest AND f.has_seq), "
+            "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
+            "WHEN f.written AND f.highest = EXCLUDED.highest THEN f.seq ELSE 0 END "
+            "WHERE NOT (f.written AND EXCLUDED.highest < f.highest) AND NOT ($3::numeric IS NOT NULL AND f.written "
+            "AND f.highest = EXCLUDED.highest AND f.has_seq AND $3::numeric <= f.seq) RETURNING 1) "
+            "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM i)",
+            {param(key), param_u64(token), seq ? param_u64(*seq) : param_value{std::nullopt, false}, bytes_param(value)},
+            true);
         if (!r) return unexpected(write_error{r.error(), 0});
-        if (PQntuples(r->get()) != 1) return unexpected(write_error{make_error_code(errc::bad_answer), 0});
-        const std::string status = r->text(0, 0);
-        if (status == "0") return {};
-        const auto highest = to_u64(r->text(0, 1));
+        if (PQntuples(r->get()) == 1 && r->text(0, 0) == "1") return {};
+        auto h = exec("SELECT highest FROM coord_fence WHERE key = $1", {param(key)}, false);
+        const fence_token highest = h && PQntuples(h->get()) == 1 ? to_u64(h->text(0, 0)) : 0;
+        const bool sequence = seq && highest == token;
         return unexpected(write_error{
-            coord::make_error_code(status == "1" ? coord::errc::stale_fence : coord::errc::stale_sequence), highest});
+            coord::make_error_code(sequence ? coord::errc::stale_sequence : coord::errc::stale_fence), highest});
     }
 
     result<lease, lease_error> lease_call(const char* sql, std::string_view name, std::vector<param_value> params) {
@@ -845,6 +881,7 @@ private:
     Clock clock_;
     std::mutex mutex_;
     PGconn* conn_ = nullptr;
+    std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name, this connection
 };
 
 /// The everyday PostgreSQL store: leases judged on the server's clock.

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL stores against the same server in the same run:
+//   BM_Floor_PgRoundTrip     one bare prepared statement (SELECT $1) through libpq
+//   BM_Pg_FenceWrite         one fenced write (target <= 1.2x the round trip)
+//   BM_Floor_PgTransaction   a bare two-statement transaction (BEGIN, UPDATE, INSERT, COMMIT)
+//   BM_Pg_SegmentAllocate    one range from the allocator (target <= 1.2x the transaction)
+//   BM_Pg_LedgerRunOnce      claim, effect (one INSERT in the same transaction), done
+//   BM_Segment_Next/<store>  IDs from a generator on the memory and the PostgreSQL
+//                            allocator (target: within 1.1x; the allocator is off the hot path)
+// The server comes from COORD_PG_CONNINFO (.ci/run starts one with
+// tests/postgres.sh); without it the binary fails.
+#include <benchmark/benchmark.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "coord/job_ledger.hpp"
+#include "coord/postgres/store.hpp"
+#include "coord/segment.hpp"
+#include "coord/storage/memory.hpp"
+
+namespace {
+
+std::string conninfo() {
+    const char* c = std::getenv("COORD_PG_CONNINFO");
+    return c ? c : "";
+}
+
+PGconn* raw_connection() {
+    PGconn* c = PQconnectdb(conninfo().c_str());
+    if (PQstatus(c) != CONNECTION_OK) {
+        std::fprintf(stderr, "postgres_bench: %s", PQerrorMessage(c));
+        std::exit(1);
+    }
+    return c;
+}
+
+void must(PGconn* c, PGresult* r) {
+    const auto s = PQresultStatus(r);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        std::fprintf(stderr, "postgres_bench: %s", PQerrorMessage(c));
+        std::exit(1);
+    }
+    PQclear(r);
+}
+
+coord::postgres::store& store() {
+    static coord::postgres::store s{conninfo()};
+    return s;
+}
+
+void BM_Floor_PgRoundTrip(benchmark::State& state) {
+    PGconn* c = raw_connection();
+    must(c, PQprepare(c, "floor", "SELECT $1::bigint", 1, nullptr));
+    std::int64_t i = 0;
+    for (auto _ : state) {
+        const std::string v = std::to_string(++i);
+        const char* values[] = {v.c_str()};
+        must(c, PQexecPrepared(c, "floor", 1, values, nullptr, nullptr, 0));
+    }
+    PQfinish(c);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_PgRoundTrip)->UseRealTime();
+
+void BM_Pg_FenceWrite(benchmark::State& state) {
+    auto& s = store();
+    static std::uint64_t token = 0;
+    static const std::string key = "bench-fence-" + std::to_string(::getpid());
+    for (auto _ : state) {
+        auto r = s.fence_write(key, ++token, "value");
+        if (!r) state.SkipWithError("fence write refused");
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Pg_FenceWrite)->UseRealTime();
+
+void BM_Floor_PgTransaction(benchmark::State& state) {
+    PGconn* c = raw_connection();
+    must(c, PQexec(c, "CREATE TABLE IF NOT EXISTS bench_counter (k int PRIMARY KEY, v bigint);"
+                      "CREATE TABLE IF NOT EXISTS bench_log (v bigint);"
+                      "INSERT INTO bench_counter VALUES (1, 0) ON CONFLICT DO NOTHING"));
+    must(c, PQprepare(c, "up", "UPDATE bench_counter SET v = v + 1 WHERE k = $1", 1, nullptr));
+    must(c, PQprepare(c, "ins", "INSERT INTO bench_log VALUES ($1)", 1, nullptr));
+    const char* one[] = {"1"};
+    for (auto _ : state) {
+        must(c, PQexec(c, "BEGIN"));
+        must(c, PQexecPrepared(c, "up", 1, one, nullptr, nullptr, 0));
+        must(c, PQexecPrepared(c, "ins", 1, one, nullptr, nullptr, 0));
+        must(c, PQexec(c, "COMMIT"));
+    }
+    must(c, PQexec(c, "TRUNCATE bench_log"));
+    PQfinish(c);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_PgTransaction)->UseRealTime();
+
+void BM_Pg_SegmentAllocate(benchmark::State& state) {
+    auto& s = store();
+    for (auto _ : state) {
+        auto r = s.segment_allocate("bench-segment", 1000);
+        if (!r) state.SkipWithError("allocation refused");
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Pg_SegmentAllocate)->UseRealTime();
+
+void BM_Pg_LedgerRunOnce(benchmark::State& state) {
+    auto& s = store();
+    {
+        PGconn* c = raw_connection();
+        must(c, PQexec(c, "CREATE TABLE IF NOT EXISTS bench_effect (slot text)"));
+        PQfinish(c);
+    }
+    coord::basic_job_ledger<coord::postgres::store> ledger{s};
+    const auto base = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+    static std::int64_t n = 0;
+    for (auto _ : state) {
+        const coord::slot slot("bench" + std::to_string(::getpid()), base + std::chrono::milliseconds(++n));
+        auto r = ledger.run(slot, "w", "", [&](const coord::ledger_context& ctx) {
+            auto ins = coord::postgres::store::effect_exec("INSERT INTO bench_effect VALUES ($1)", {ctx.which.to_string()});
+            return ins ? std::string("ok") : std::string("failed");
+        });
+        if (!r || r->kind != coord::run_outcome::applied) state.SkipWithError("run not applied");
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Pg_LedgerRunOnce)->UseRealTime();
+
+coord::segment_options big_steps() {
+    coord::segment_options o;
+    o.initial_step = o.min_step = 1'000'000;
+    o.max_step = 100'000'000;
+    return o;
+}
+
+template <class Store>
+void segment_next(benchmark::State& state, Store& s) {
+    static coord::basic_segment_generator<Store> gen{s, big_steps()};
+    auto h = gen.tag("bench-next");
+    std::uint64_t refused = 0;
+    for (auto _ : state) {
+        auto id = h.next();
+        if (!id) ++refused;
+        benchmark::DoNotOptimize(id);
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.counters["refused"] = static_cast<double>(refused);
+}
+
+void BM_Segment_Next_Memory(benchmark::State& state) {
+    static coord::memory_store s;
+    segment_next(state, s);
+}
+BENCHMARK(BM_Segment_Next_Memory)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Segment_Next_Postgres(benchmark::State& state) { segment_next(state, store()); }
+BENCHMARK(BM_Segment_Next_Postgres)->Threads(1)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (conninfo().empty()) {
+        std::fprintf(stderr, "postgres_bench: set COORD_PG_CONNINFO (tests/postgres.sh starts a server)\n");
+        return 1;
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
