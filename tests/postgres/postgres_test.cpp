@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "postgres/pg_support.hpp"
 
@@ -64,6 +65,51 @@ TEST(Postgres, ServerRestartGivesErrorsThenRecoversWithNothingLost) {
     ASSERT_TRUE(v);
     EXPECT_EQ(v->fence, 7u);
     EXPECT_EQ(v->value, "after");
+}
+
+}  // namespace
+
+namespace {
+
+// The effect's writes and the done marker share the run's transaction: an
+// effect that throws leaves no row behind, the attempt is recorded as failed,
+// and the next run applies the effect once.
+TEST(Postgres, LedgerEffectCommitsWithTheMarkerAndRollsBackWhenItThrows) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    coord::postgres::store store{conninfo};
+    coord::test::pg_command(conninfo, "CREATE TABLE effects (slot text NOT NULL)");
+    coord::basic_job_ledger<coord::postgres::store> ledger{store};
+    const coord::slot s("billing", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    auto insert = [](const coord::ledger_context& ctx) {
+        auto r = coord::postgres::store::effect_exec("INSERT INTO effects VALUES ($1)", {ctx.which.to_string()});
+        if (!r) throw std::runtime_error("insert failed: " + coord::postgres::last_error());
+    };
+    EXPECT_THROW((void)ledger.run(s, "w1", "", [&](const coord::ledger_context& ctx) -> std::string {
+                     insert(ctx);
+                     throw std::runtime_error("downstream failed after the insert");
+                 }),
+                 std::runtime_error);
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM effects"), "0");
+    auto rec = store.ledger_read(s.to_string());
+    ASSERT_TRUE(rec && *rec);
+    EXPECT_EQ((*rec)->state, coord::ledger_record::state_t::idle);
+    EXPECT_EQ((*rec)->attempt, 1u);
+    EXPECT_EQ((*rec)->fail_reason, "downstream failed after the insert");
+    auto ok = ledger.run(s, "w2", "", [&](const coord::ledger_context& ctx) {
+        insert(ctx);
+        return std::string("done");
+    });
+    ASSERT_TRUE(ok) << ok.error().message();
+    EXPECT_EQ(ok->kind, coord::run_outcome::applied);
+    auto again = ledger.run(s, "w3", "", [&](const coord::ledger_context& ctx) {
+        insert(ctx);
+        return std::string("twice?");
+    });
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->kind, coord::run_outcome::replayed);
+    EXPECT_EQ(again->result, "done");
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM effects"), "1");
+    EXPECT_EQ(coord::postgres::store::effect_exec("SELECT 1").error(), coord::postgres::errc::statement_failed);
 }
 
 }  // namespace

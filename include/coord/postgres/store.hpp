@@ -289,12 +289,18 @@ public:
     explicit basic_store(std::string conninfo, Clock clock = Clock{})
         : conninfo_(std::move(conninfo)), clock_(std::move(clock)) {
         std::lock_guard lk(mutex_);
-        if (!connect()) throw store_error(make_error_code(errc::connection_failed), "coord: PostgreSQL: " + last_error());
+        // A constructor that throws runs no destructor: close the connection here.
+        auto refuse = [this](std::error_code ec, const std::string& what) {
+            if (conn_) PQfinish(conn_);
+            conn_ = nullptr;
+            throw store_error(ec, "coord: PostgreSQL" + what + ": " + last_error());
+        };
+        if (!connect()) refuse(make_error_code(errc::connection_failed), "");
         auto r = exec("SELECT pg_advisory_lock(7370426)", {}, false);
-        if (!r) throw store_error(r.error(), "coord: PostgreSQL schema lock: " + last_error());
+        if (!r) refuse(r.error(), " schema lock");
         auto s = exec(schema_sql(), {}, true);
         (void)exec("SELECT pg_advisory_unlock(7370426)", {}, false);
-        if (!s) throw store_error(s.error(), "coord: PostgreSQL schema: " + last_error());
+        if (!s) refuse(s.error(), " schema");
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
@@ -493,18 +499,19 @@ public:
     template <class F>
     result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
         std::lock_guard lk(mutex_);
-        if (auto b = exec("BEGIN", {}, false); !b) return unexpected(b.error());
         auto rollback = [&](std::error_code ec) {
             (void)exec("ROLLBACK", {}, false);
             return result<claim_outcome>(unexpected(ec));
         };
-        auto c = claim_locked(q, false);
+        // BEGIN, the claim and the savepoint in one round trip (a pipeline).
+        auto opened = pipeline({{"BEGIN", {}}, {claim_sql, claim_params(q)}, {"SAVEPOINT coord_effect", {}}}, false);
+        if (!opened) return rollback(opened.error());
+        auto c = claim_answer((*opened)[1]);
         if (!c) return rollback(c.error());
         if (c->kind != claim_outcome::granted) {
             if (auto e = exec("COMMIT", {}, false); !e) return unexpected(e.error());
             return c;
         }
-        if (auto sp = exec("SAVEPOINT coord_effect", {}, false); !sp) return rollback(sp.error());
         std::string produced;
         {
             transaction_scope scope(*this);
@@ -518,12 +525,17 @@ public:
                 throw;
             }
         }
-        auto done = exec("UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
-                         "WHERE key = $1 AND state = 1 AND fence = $2",
-                         {param(q.key), param_u64(c->fence), bytes_param(produced), param(q.now_ns), param(retain_until)},
-                         false);
-        if (!done) return rollback(done.error());
-        if (auto e = exec("COMMIT", {}, true); !e) return unexpected(e.error());
+        // The done marker and COMMIT in one round trip.
+        auto done = pipeline({{"UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
+                               "WHERE key = $1 AND state = 1 AND fence = $2",
+                               {param(q.key), param_u64(c->fence), bytes_param(produced), param(q.now_ns),
+                                param(retain_until)}},
+                              {"COMMIT", {}}},
+                             true);
+        if (!done) {
+            if (done.error() == coord::errc::outcome_unknown) return unexpected(done.error());
+            return rollback(done.error());
+        }
         c->result = std::move(produced);
         return c;
     }
@@ -826,12 +838,88 @@ private:
         return {};
     }
 
+    static constexpr const char* claim_sql = "SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7)";
+    static std::vector<param_value> claim_params(const ledger_claim_request& q) {
+        return {param(q.key), param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
+                param(q.worker), param(q.payload_hash), param(q.now_ns), param(q.lease_until_ns)};
+    }
+
     result<claim_outcome> claim_locked(const ledger_claim_request& q, bool writes) {
-        auto r = exec("SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7)",
-                      {param(q.key), param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
-                       param(q.worker), param(q.payload_hash), param(q.now_ns), param(q.lease_until_ns)},
-                      writes);
+        auto r = exec(claim_sql, claim_params(q), writes);
         if (!r) return unexpected(r.error());
+        return claim_answer(*r);
+    }
+
+    // One step of a pipeline: statements with parameters are prepared first.
+    struct step {
+        const char* sql;
+        std::vector<param_value> params;
+    };
+
+    // Sends every step, then one sync, and reads every answer: one round trip
+    // for the lot (libpq pipeline mode). The first failure is reported; a
+    // broken connection in a writing pipeline is outcome_unknown.
+    result<std::vector<answer>> pipeline(const std::vector<step>& steps, bool writes) {
+        if (!connect()) return unexpected(make_error_code(errc::connection_failed));
+        std::vector<std::string> names;
+        for (const auto& st : steps) {
+            if (st.params.empty()) {
+                names.emplace_back();
+                continue;
+            }
+            auto name = prepared(st.sql, static_cast<int>(st.params.size()));
+            if (!name) return unexpected(name.error());
+            names.push_back(*name);
+        }
+        auto broken = [&] {
+            last_error() = PQerrorMessage(conn_);
+            return result<std::vector<answer>>(unexpected(
+                writes ? coord::make_error_code(coord::errc::outcome_unknown) : make_error_code(errc::connection_failed)));
+        };
+        if (PQenterPipelineMode(conn_) != 1) return broken();
+        bool sent = true;
+        for (std::size_t i = 0; i < steps.size() && sent; ++i) {
+            const auto& st = steps[i];
+            std::vector<const char*> values;
+            std::vector<int> lengths, formats;
+            for (const auto& p : st.params) {
+                values.push_back(p.text ? p.text->data() : nullptr);
+                lengths.push_back(p.text ? static_cast<int>(p.text->size()) : 0);
+                formats.push_back(p.binary ? 1 : 0);
+            }
+            sent = st.params.empty()
+                       ? PQsendQueryParams(conn_, st.sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1
+                       : PQsendQueryPrepared(conn_, names[i].c_str(), static_cast<int>(st.params.size()), values.data(),
+                                             lengths.data(), formats.data(), 0) == 1;
+        }
+        if (!sent || PQpipelineSync(conn_) != 1) {
+            PQexitPipelineMode(conn_);
+            return broken();
+        }
+        std::vector<answer> out;
+        std::error_code first;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            answer r(PQgetResult(conn_));
+            if (!r.get()) return broken();
+            const auto status = PQresultStatus(r.get());
+            if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !first) {
+                last_error() = PQresultErrorMessage(r.get());
+                const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+                first = make_error_code(state && std::string_view(state) == "57014" ? errc::timeout
+                                                                                    : errc::statement_failed);
+            }
+            while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the NULL that ends this step
+            out.push_back(std::move(r));
+        }
+        answer sync(PQgetResult(conn_));
+        if (!sync.get() || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) return broken();
+        PQexitPipelineMode(conn_);
+        if (first) return unexpected(first);
+        return out;
+    }
+
+    result<claim_outcome> claim_answer(const answer& a) {
+        const answer* r = &a;
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
         claim_outcome out;
         const auto kind = to_i64(r->text(0, 0));
