@@ -759,38 +759,43 @@ private:
         return unexpected(make_error_code(errc::statement_failed));
     }
 
-    // The write is one statement: an UPDATE ... WHERE <the rule>, and an
-    // INSERT ... ON CONFLICT DO UPDATE ... WHERE <the rule> for a new key:
-    // PostgreSQL locks the row and applies the rule in that statement. Only a
-    // refusal costs a second statement, a read of the highest token for the
-    // error (the decision is already final).
+    // Each statement below is atomic on its own and applies the whole rule
+    // (PostgreSQL locks the row); none acts on what an earlier one read. A
+    // write to an existing key is one round trip; a new key two; a refusal
+    // three (the last reads the highest token for the error report, after
+    // the decision is final).
     result<void, write_error> fence_call(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                          std::string_view value) {
         std::lock_guard lk(mutex_);
-        // The common case, an existing key, is the UPDATE alone; a new key (or
-        // a refusal) falls through to the INSERT, whose ON CONFLICT clause
-        // applies the same rule if another writer created the row meanwhile.
+        const std::vector<param_value> ps{param(key), param_u64(token),
+                                          seq ? param_u64(*seq) : param_value{std::nullopt, false}, bytes_param(value)};
+        // The common case, an existing key whose rule passes, is one plain
+        // UPDATE ... WHERE <the rule>.
+        auto u = exec(
+            "UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
+            "has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
+            "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
+            "WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
+            "WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
+            "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq)",
+            ps, true);
+        if (!u) return unexpected(write_error{u.error(), 0});
+        if (to_u64(PQcmdTuples(u->get())) == 1) return {};
+        // Otherwise (a new key, or a refusal) an atomic upsert under the same
+        // rule decides: it inserts, or updates a row another writer created
+        // meanwhile if the rule passes, or changes nothing.
         auto r = exec(
-            "WITH u AS (UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
-            "  has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
-            "  seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
-            "             WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
-            "  WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
-            "  AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) RETURNING 1), "
-            "i AS (INSERT INTO coord_fence AS f (key, highest, written, has_seq, seq, value) "
-            "SELECT $1, $2::numeric, true, $3::numeric IS NOT NULL, coalesce($3::numeric, 0), $4 "
-            "WHERE NOT EXISTS (SELECT 1 FROM u) "
+            "INSERT INTO coord_fence AS f (key, highest, written, has_seq, seq, value) "
+            "VALUES ($1, $2::numeric, true, $3::numeric IS NOT NULL, coalesce($3::numeric, 0), $4) "
             "ON CONFLICT (key) DO UPDATE SET highest = EXCLUDED.highest, written = true, value = EXCLUDED.value, "
             "has_seq = EXCLUDED.has_seq OR (f.written AND f.highest = EXCLUDED.highest AND f.has_seq), "
             "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
             "WHEN f.written AND f.highest = EXCLUDED.highest THEN f.seq ELSE 0 END "
             "WHERE NOT (f.written AND EXCLUDED.highest < f.highest) AND NOT ($3::numeric IS NOT NULL AND f.written "
-            "AND f.highest = EXCLUDED.highest AND f.has_seq AND $3::numeric <= f.seq) RETURNING 1) "
-            "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM i)",
-            {param(key), param_u64(token), seq ? param_u64(*seq) : param_value{std::nullopt, false}, bytes_param(value)},
-            true);
+            "AND f.highest = EXCLUDED.highest AND f.has_seq AND $3::numeric <= f.seq) RETURNING 1",
+            ps, true);
         if (!r) return unexpected(write_error{r.error(), 0});
-        if (PQntuples(r->get()) == 1 && r->text(0, 0) == "1") return {};
+        if (PQntuples(r->get()) == 1) return {};
         auto h = exec("SELECT highest FROM coord_fence WHERE key = $1", {param(key)}, false);
         const fence_token highest = h && PQntuples(h->get()) == 1 ? to_u64(h->text(0, 0)) : 0;
         const bool sequence = seq && highest == token;
