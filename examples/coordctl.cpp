@@ -57,7 +57,7 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, or postgres:CONNINFO for fence, lease and segment)\n"
+    "  (--store: file:PATH or postgres:CONNINFO)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
@@ -114,14 +114,6 @@ public:
 private:
     std::map<std::string, std::string> values_;
 };
-
-/// Opens the store named by --store: file:PATH.
-std::unique_ptr<coord::file_store> open_store(const options& o) {
-    const auto& spec = o.required("store");
-    if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-        throw usage_error("--store must be file:PATH, got '" + spec + "'");
-    return std::make_unique<coord::file_store>(spec.substr(5));
-}
 
 int infra(const coord::file_store& s, std::error_code ec) {
     std::fprintf(stderr, "error: %s: %s\n", s.path().c_str(), ec.message().c_str());
@@ -394,28 +386,29 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
         opt.replay_window = std::chrono::hours(h);
         opt.retention = opt.replay_window + std::chrono::hours(24);
     }
-    auto store = open_store(o);
-    coord::basic_job_ledger<coord::file_store> ledger{*store, opt};
-    const auto worker = "coordctl-" + std::to_string(::getpid());
-    auto r = ledger.run(*slot, worker, "", [&](const coord::ledger_context&) {
-        std::FILE* f = std::fopen(effect_file.c_str(), "a");
-        if (!f) throw std::runtime_error("cannot open " + effect_file);
-        const auto line = slot->to_string() + "\n";
-        const bool ok = std::fputs(line.c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-        std::fclose(f);
-        if (!ok) throw std::runtime_error("cannot write " + effect_file);
-        return std::string("appended");
+    return with_store(o, [&](auto& store) {
+        coord::basic_job_ledger<std::remove_reference_t<decltype(store)>> ledger{store, opt};
+        const auto worker = "coordctl-" + std::to_string(::getpid());
+        auto r = ledger.run(*slot, worker, "", [&](const coord::ledger_context&) {
+            std::FILE* f = std::fopen(effect_file.c_str(), "a");
+            if (!f) throw std::runtime_error("cannot open " + effect_file);
+            const auto line = slot->to_string() + "\n";
+            const bool ok = std::fputs(line.c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+            std::fclose(f);
+            if (!ok) throw std::runtime_error("cannot write " + effect_file);
+            return std::string("appended");
+        });
+        if (!r) return infra(store, r.error());
+        switch (r->kind) {
+        case coord::run_outcome::applied: std::puts("applied"); return exit_ok;
+        case coord::run_outcome::replayed: std::puts("replayed"); return exit_ok;
+        case coord::run_outcome::in_progress: std::puts("in progress"); return exit_refused;
+        case coord::run_outcome::stale_fence: std::puts("stale fence"); return exit_refused;
+        case coord::run_outcome::payload_mismatch: std::puts("payload mismatch"); return exit_refused;
+        case coord::run_outcome::expired: std::puts("expired"); return exit_refused;
+        }
+        return exit_infra;
     });
-    if (!r) return infra(*store, r.error());
-    switch (r->kind) {
-    case coord::run_outcome::applied: std::puts("applied"); return exit_ok;
-    case coord::run_outcome::replayed: std::puts("replayed"); return exit_ok;
-    case coord::run_outcome::in_progress: std::puts("in progress"); return exit_refused;
-    case coord::run_outcome::stale_fence: std::puts("stale fence"); return exit_refused;
-    case coord::run_outcome::payload_mismatch: std::puts("payload mismatch"); return exit_refused;
-    case coord::run_outcome::expired: std::puts("expired"); return exit_refused;
-    }
-    return exit_infra;
 }
 
 int schedule_command(std::string_view verb, const std::vector<std::string_view>& args) {

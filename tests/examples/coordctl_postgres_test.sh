@@ -34,7 +34,12 @@ all=$(printf '%s\n%s\n' "$a" "$b")
 [ "$(echo "$all" | wc -l)" = 6 ] && [ "$(echo "$all" | sort -n | uniq | wc -l)" = 6 ] \
   || { echo "FAIL: segment IDs across invocations: $all"; failures=$((failures + 1)); }
 expect 1 "" -- fence read --store "postgres:host=127.0.0.1 port=1 dbname=none connect_timeout=2" --key k
-expect 2 "" -- ledger run --store "$store" --slot "billing@2026-01-01T00:00Z" --effect-file /dev/null
+slot="billing$$@$(date -u +%Y-%m-%dT%H:%M)Z"
+effects=$(mktemp)
+expect 0 "applied" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
+expect 0 "replayed" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
+[ "$(wc -l < "$effects")" = 1 ] || { echo "FAIL: ledger effect ran $(wc -l < "$effects") times"; failures=$((failures + 1)); }
+rm -f "$effects"
 rm -f /tmp/coordctl_pg_stderr.$$
 if [ "$failures" != 0 ]; then echo "$failures coordctl postgres check(s) failed"; exit 1; fi
 echo "coordctl postgres: all checks passed"
