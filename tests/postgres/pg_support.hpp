@@ -54,13 +54,14 @@ inline std::string pg_query(const std::string& conninfo, const std::string& sql)
     return out;
 }
 
-/// A conninfo whose search_path is a new, empty schema.
-inline std::string pg_fresh_schema() {
+/// A conninfo whose search_path is a new, empty schema (plus `settings`,
+/// more "-c name=value" server settings for the session).
+inline std::string pg_fresh_schema(const std::string& settings = "") {
     static std::atomic<int> counter{0};
     const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     const std::string base = pg_conninfo();
     pg_command(base, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema);
-    return base + " options='-c search_path=" + schema + "'";
+    return base + " options='-c search_path=" + schema + (settings.empty() ? "" : " " + settings) + "'";
 }
 
 struct postgres_factory {

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -284,6 +286,139 @@ TEST(PostgresProcess, SnowflakeNodeLeaseAcrossAKillAndAClockSetBack) {
         min_b = std::min<std::uint64_t>(min_b, *id);
     }
     EXPECT_GT(min_b, max_a);
+}
+
+}  // namespace
+
+namespace {
+
+void restart_server() { ASSERT_EQ(std::system(COORD_PG_RESTART_COMMAND), 0) << COORD_PG_RESTART_COMMAND; }
+
+// Segment drawers while the server restarts: the drawers see errors, retry,
+// and finish; no ID is handed out twice.
+TEST(PostgresProcess, SegmentDrawersSurviveAServerRestartWithoutDuplicates) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    { coord::postgres::store setup{conninfo}; }
+    constexpr int processes = 4, per_process = 4000;
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
+            coord::postgres::store store{conninfo};
+            coord::segment_options opt;
+            opt.min_step = opt.initial_step = 20;
+            opt.max_step = 40;
+            coord::basic_segment_generator<coord::postgres::store> gen{store, opt};
+            auto h = gen.tag("orders");
+            const auto give_up = std::chrono::steady_clock::now() + 30s;
+            std::uint64_t refusals = 0;
+            for (int i = 0; i < per_process;) {
+                auto id = h.next();
+                if (!id) {  // the server is away: wait for the fetcher and retry
+                    if (std::chrono::steady_clock::now() > give_up) return 2;
+                    ++refusals;
+                    gen.quiesce();
+                    std::this_thread::sleep_for(10ms);
+                    continue;
+                }
+                const std::uint64_t v = *id;
+                if (::write(out, &v, sizeof v) != sizeof v) return 3;
+                if (++i % 20 == 0) std::this_thread::sleep_for(2ms);  // keep drawing while the server restarts
+            }
+            // Last, a marker and how many calls the restart refused.
+            const std::uint64_t end = UINT64_MAX;
+            return ::write(out, &end, sizeof end) == sizeof end && ::write(out, &refusals, sizeof refusals) == sizeof refusals
+                       ? 0
+                       : 4;
+        }));
+    std::set<std::uint64_t> seen;
+    std::uint64_t v = 0;
+    for (int i = 0; i < 200 && children[0]->read(v); ++i) EXPECT_TRUE(seen.insert(v).second);
+    restart_server();
+    std::uint64_t refusals = 0;
+    for (auto& child : children) {
+        while (child->read(v)) {
+            if (v == UINT64_MAX) {
+                std::uint64_t n = 0;
+                ASSERT_TRUE(child->read(n));
+                refusals += n;
+                break;
+            }
+            EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v;
+        }
+        EXPECT_EQ(WEXITSTATUS(child->wait()), 0);
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
+    EXPECT_GT(refusals, 0u) << "the restart did not fall in the middle of the drawing";
+}
+
+// Ledger workers while the server restarts: a run that fails (or whose
+// outcome is unknown) is run again, which the ledger makes safe. Every done
+// slot has exactly one effect row, and no other slot has any.
+TEST(PostgresProcess, LedgerWorkersSurviveAServerRestartWithOneEffectPerSlot) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    {
+        coord::postgres::store setup{conninfo};
+        coord::test::pg_command(conninfo, "CREATE TABLE effects (slot text NOT NULL)");
+    }
+    constexpr int slots = 300, processes = 3;
+    const auto base = std::chrono::floor<std::chrono::minutes>(std::chrono::system_clock::now());
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&, p](int out) {
+            coord::postgres::store store{conninfo};
+            coord::ledger_options lo;
+            lo.lease_ttl = 2s;  // a slot whose run was cut off is free again soon
+            coord::basic_job_ledger<coord::postgres::store> ledger{store, lo};
+            const auto give_up = std::chrono::steady_clock::now() + 60s;
+            std::string who = "w";
+            who += std::to_string(p);
+            int failures = 0;
+            for (int i = 0; i < slots; ++i) {
+                std::string job = "job";
+                job += std::to_string((i * 7 + p * 101) % slots);
+                const coord::slot s(job, base);
+                for (;;) {
+                    // An effect cut off by the restart throws out of run(): the
+                    // attempt is recorded as failed (or its lease runs out).
+                    std::optional<coord::result<coord::run_outcome>> r;
+                    try {
+                        r = ledger.run(s, who, "", [&](const coord::ledger_context& ctx) {
+                            auto ins = coord::postgres::store::effect_exec("INSERT INTO effects VALUES ($1)",
+                                                                           {ctx.which.to_string()});
+                            if (!ins) throw std::runtime_error("insert failed");
+                            return std::string("ok");
+                        });
+                    } catch (const std::runtime_error&) {
+                    }
+                    if (r && *r && (*r)->kind != coord::run_outcome::in_progress) break;
+                    if (!r || !*r) failures += 1;
+                    if (std::chrono::steady_clock::now() > give_up) return 2;
+                    std::this_thread::sleep_for(20ms);
+                }
+                const char c = 'x';
+                if (::write(out, &c, 1) != 1) return 3;
+            }
+            const char f = failures > 0 ? 'F' : 'x';  // last: did the restart refuse a run here?
+            return ::write(out, &f, 1) == 1 ? 0 : 4;
+        }));
+    char c;
+    for (int i = 0; i < 30 && children[0]->read(c); ++i) {
+    }
+    restart_server();
+    bool refused_somewhere = false;
+    for (auto& child : children) {
+        char last = 0;
+        while (child->read(c)) last = c;
+        refused_somewhere = refused_somewhere || last == 'F';
+        EXPECT_EQ(WEXITSTATUS(child->wait()), 0);
+    }
+    EXPECT_TRUE(refused_somewhere) << "the restart did not fall in the middle of the runs";
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM coord_ledger WHERE state = 2"), std::to_string(slots));
+    EXPECT_EQ(coord::test::pg_query(conninfo,
+                                    "SELECT count(*) FROM coord_ledger l WHERE (SELECT count(*) FROM effects e "
+                                    "WHERE e.slot = l.key) <> 1"),
+              "0");
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM effects"), std::to_string(slots));
 }
 
 }  // namespace

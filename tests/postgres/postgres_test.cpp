@@ -113,3 +113,33 @@ TEST(Postgres, LedgerEffectCommitsWithTheMarkerAndRollsBackWhenItThrows) {
 }
 
 }  // namespace
+
+namespace {
+
+// A statement_timeout from the conninfo: a statement past it is
+// postgres::errc::timeout with the server's message, and the run's
+// transaction is rolled back to its savepoint and records the failure.
+TEST(Postgres, StatementTimeoutIsAClearErrorAndTheRunFailsCleanly) {
+    const std::string conninfo = coord::test::pg_fresh_schema("-c statement_timeout=200");
+    coord::postgres::store store{conninfo};
+    coord::basic_job_ledger<coord::postgres::store> ledger{store};
+    const coord::slot s("slow", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    std::error_code seen;
+    std::string message;
+    EXPECT_THROW((void)ledger.run(s, "w", "", [&](const coord::ledger_context&) -> std::string {
+                     auto r = coord::postgres::store::effect_exec("SELECT pg_sleep(5)");
+                     if (r) return "slept";
+                     seen = r.error();
+                     message = coord::postgres::last_error();
+                     throw std::runtime_error("effect timed out");
+                 }),
+                 std::runtime_error);
+    EXPECT_EQ(seen, coord::postgres::errc::timeout);
+    EXPECT_NE(message.find("statement timeout"), std::string::npos) << message;
+    auto rec = store.ledger_read(s.to_string());
+    ASSERT_TRUE(rec && *rec) << coord::postgres::last_error();
+    EXPECT_EQ((*rec)->state, coord::ledger_record::state_t::idle);
+    EXPECT_EQ((*rec)->fail_reason, "effect timed out");
+}
+
+}  // namespace
