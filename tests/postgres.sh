@@ -21,6 +21,8 @@ dir="${2:-}"
 port="${3:-15432}"
 pg_bin="${COORD_PG_BIN:-/usr/lib/postgresql/15/bin}"
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|conninfo DIR [PORT]" >&2; exit 2; }
+case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
+cd /  # the server user may not be able to enter the caller's directory
 
 log() { printf '[postgres.sh] %s\n' "$*" >&2; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
