@@ -510,17 +510,10 @@ struct key_material {
     algorithm alg;
     std::string kid;
     bool is_private = false;
-    std::string secret;  // HMAC only; cleansed on destruction
+    // HMAC: the pre-keyed contexts hold the key; coord keeps no copy of the secret.
     std::unique_ptr<hmac_pool> hmac;
     pkey_ptr pkey;
     std::size_t signature_bytes = 0;  // the exact length a valid signature has
-
-    key_material() = default;
-    key_material(const key_material&) = delete;
-    key_material& operator=(const key_material&) = delete;
-    ~key_material() {
-        if (!secret.empty()) OPENSSL_cleanse(secret.data(), secret.size());
-    }
 };
 
 struct key_access {
@@ -703,8 +696,7 @@ inline bool verify_signature(const key_material& k, std::string_view input, cons
 
 /// Reads a JOSE header. Fills `hdr` (alg as text first); errc on refusal.
 struct raw_header {
-    std::string_view alg_text;
-    bool alg_seen = false, alg_escaped = false;
+    bool alg_seen = false;
     json::value alg_value;
     std::optional<std::string> kid, typ, cty;
     json::value crit;
@@ -882,8 +874,7 @@ inline result<key, key_error> key::try_hmac(algorithm alg, std::string_view secr
     m->alg = alg;
     m->kid = std::move(kid);
     m->is_private = true;
-    m->secret.assign(secret);
-    m->hmac = std::make_unique<detail::hmac_pool>(alg, m->secret);
+    m->hmac = std::make_unique<detail::hmac_pool>(alg, secret);
     m->signature_bytes = detail::hash_bytes(alg);
     return key(std::move(m));
 }

@@ -371,17 +371,19 @@ public:
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {
         return lease_call("SELECT * FROM coord_lease_acquire($1, $2, $3, $4)", name,
-                          {param(name), param(owner), param(ttl.count()), now_param()});
+                          {param(name), param(owner), param(ttl.count()), now_param()}, coord::errc::lease_held);
     }
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {
         return lease_call("SELECT * FROM coord_lease_renew($1, $2, $3, $4, $5)", name,
                           {param(name), param(owner), param(static_cast<std::int64_t>(token)), param(ttl.count()),
-                           now_param()});
+                           now_param()},
+                          coord::errc::not_lease_holder);
     }
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         auto r = lease_call("SELECT * FROM coord_lease_release($1, $2, $3, $4)", name,
-                            {param(name), param(owner), param(static_cast<std::int64_t>(token)), now_param()});
+                            {param(name), param(owner), param(static_cast<std::int64_t>(token)), now_param()},
+                            coord::errc::not_lease_holder);
         if (!r) return unexpected(r.error());
         return {};
     }
@@ -803,7 +805,9 @@ private:
             coord::make_error_code(sequence ? coord::errc::stale_sequence : coord::errc::stale_fence), highest});
     }
 
-    result<lease, lease_error> lease_call(const char* sql, std::string_view name, std::vector<param_value> params) {
+    // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.
+    result<lease, lease_error> lease_call(const char* sql, std::string_view name, std::vector<param_value> params,
+                                          coord::errc refused) {
         std::lock_guard lk(mutex_);
         auto r = exec(sql, params, true);
         if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
@@ -812,11 +816,7 @@ private:
         lease l{std::string(name), r->text(0, 1), to_u64(r->text(0, 2)), std::chrono::nanoseconds{to_i64(r->text(0, 3))},
                 std::chrono::nanoseconds{to_i64(r->text(0, 4))}};
         if (status == "0") return l;
-        // Which refusal depends on the function: acquire's 1 is "held".
-        const bool acquire = std::string_view(sql).find("acquire") != std::string_view::npos;
-        const coord::errc code = status == "2" ? coord::errc::lease_expired
-                                 : acquire     ? coord::errc::lease_held
-                                               : coord::errc::not_lease_holder;
+        const coord::errc code = status == "2" ? coord::errc::lease_expired : refused;
         return unexpected(lease_error{coord::make_error_code(code), l.owner, l.token, l.expires_at});
     }
 
