@@ -86,6 +86,31 @@ TEST(SnowflakeLayout, GeneratorsFollowSonyflakeAndJavaScriptSafeLayouts) {
     }
 }
 
+TEST(SnowflakeLayout, TickEdgesAreExactToTheNanosecond) {
+    // A 10 ms tick: its last nanosecond still belongs to it, the next
+    // nanosecond starts the next tick, and a step back of one nanosecond
+    // across the edge is a rollback.
+    using S = coord::sonyflake_layout;
+    manual_clock clock{coord::test::test_epoch()};
+    mem_store store{clock};
+    auto o = opts(3);
+    o.when_clock_goes_back = coord::rollback_policy::reject;
+    gen_t<S> gen{store, o, clock};
+    const auto first = S::decode(*gen.next());
+    clock.set(std::chrono::sys_time<std::chrono::nanoseconds>{S::epoch + 10ms * (first.tick + 1)} - 1ns);
+    const auto last_ns = S::decode(*gen.next());
+    EXPECT_EQ(last_ns.tick, first.tick);
+    EXPECT_EQ(last_ns.sequence, first.sequence + 1);
+    clock.advance(1ns);
+    const auto next_tick = S::decode(*gen.next());
+    EXPECT_EQ(next_tick.tick, first.tick + 1);
+    EXPECT_EQ(next_tick.sequence, 0u);
+    clock.advance(-1ns);
+    EXPECT_EQ(gen.next().error(), coord::errc::clock_rollback);
+    clock.advance(1ns);
+    EXPECT_EQ(S::decode(*gen.next()).sequence, 1u);
+}
+
 TEST(SnowflakeLayout, ParsesDecimalStrictly) {
     using L = coord::default_layout;
     EXPECT_EQ(*L::parse("1234567890123"), 1234567890123u);

@@ -286,17 +286,22 @@ public:
         // The common cases in a straight line: the same tick with sequence
         // left, or a later tick inside the reservation. Everything else
         // (start, lease renewal, exhaustion, rollback, reservation) is claim().
+        // The bounds of the last ID's tick come from last_ alone, so they are
+        // ready when the clock returns: the same-tick case needs two
+        // comparisons after the clock read, not a division.
         auto cur = last_.load(std::memory_order_acquire);
+        const auto cur_tick = tick_of_state(cur);
+        const auto cur_start_ns = tick_start_ns(cur_tick), cur_end_ns = tick_start_ns(cur_tick + 1);
         const auto now_ns = since_epoch_ns(clock_.now());
         if (now_ns < slow_at_ns_.load(std::memory_order_relaxed)) {
-            const auto now_tick = Layout::tick_of(floor_ms(now_ns));
-            const auto cur_tick = tick_of_state(cur);
             std::uint64_t next_state = 0;
-            if (now_tick == cur_tick && (cur & Layout::max_sequence) != Layout::max_sequence)
-                next_state = cur + 1;
-            else if (now_tick > cur_tick && now_tick <= reserved_tick_.load(std::memory_order_acquire) &&
-                     !opt_.random_sequence_start)
+            if (now_ns >= cur_start_ns && now_ns < cur_end_ns) {
+                if ((cur & Layout::max_sequence) != Layout::max_sequence) next_state = cur + 1;
+            } else if (const auto now_tick = Layout::tick_of(floor_ms(now_ns));
+                       now_tick > cur_tick && now_tick <= reserved_tick_.load(std::memory_order_acquire) &&
+                       !opt_.random_sequence_start) {
                 next_state = pack(now_tick, 0);
+            }
             if (next_state != 0 && last_.compare_exchange_strong(cur, next_state, std::memory_order_acq_rel,
                                                                  std::memory_order_relaxed))
                 return Layout::compose(tick_of_state(next_state), opt_.node, next_state & Layout::max_sequence);
@@ -360,6 +365,13 @@ private:
         if (ns >= 0) [[likely]]
             return ns / 1'000'000;
         return -((-ns + 999'999) / 1'000'000);
+    }
+    // The clock nanosecond at which tick t starts, saturated to the int64
+    // range (a saturated bound only sends next() down the exact path).
+    static constexpr std::int64_t tick_start_ns(std::int64_t t) noexcept {
+        constexpr auto hi = std::numeric_limits<std::int64_t>::max(), lo = std::numeric_limits<std::int64_t>::min();
+        const auto ms = Layout::tick_start(t);
+        return ms > hi / 1'000'000 ? hi : ms < lo / 1'000'000 ? lo : ms * 1'000'000;
     }
     static std::int64_t tick_of_state(std::uint64_t state) noexcept {
         return static_cast<std::int64_t>(state >> seq_shift) - 1;
