@@ -29,6 +29,11 @@
 #include <cstring>
 #include <system_error>
 
+#include "coord/detail/config.hpp"
+#ifdef COORD_X86_SIMD
+#include <immintrin.h>
+#endif
+
 namespace coord {
 
 /// A source of uniformly random 64-bit values. Sources used by a generator
@@ -106,6 +111,81 @@ void chacha_blocks4(const std::uint32_t key[8], std::uint32_t counter, const std
         }
 }
 
+#ifdef COORD_X86_SIMD
+/// One ChaCha quarter round on eight blocks at once (AVX2).
+__attribute__((target("avx2"), always_inline)) inline void chacha_qr8(__m256i& a, __m256i& b, __m256i& c, __m256i& d,
+                                                                       __m256i rot16, __m256i rot8) noexcept {
+    a = _mm256_add_epi32(a, b);
+    d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot16);
+    c = _mm256_add_epi32(c, d);
+    b = _mm256_xor_si256(b, c);
+    b = _mm256_or_si256(_mm256_slli_epi32(b, 12), _mm256_srli_epi32(b, 20));
+    a = _mm256_add_epi32(a, b);
+    d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot8);
+    c = _mm256_add_epi32(c, d);
+    b = _mm256_xor_si256(b, c);
+    b = _mm256_or_si256(_mm256_slli_epi32(b, 7), _mm256_srli_epi32(b, 25));
+}
+
+/// Eight consecutive ChaCha blocks (counters counter..counter+7) into
+/// out[512] with AVX2: the same bytes as chacha_blocks4 twice, at twice its
+/// speed. Callers check detail::cpu_has_avx2() first.
+template <int Rounds = 20>
+__attribute__((target("avx2"))) void chacha_blocks8_avx2(const std::uint32_t key[8], std::uint32_t counter,
+                                                         const std::uint32_t nonce[3], std::uint8_t out[512]) noexcept {
+    static_assert(Rounds % 2 == 0 && Rounds >= 8);
+    auto w = [](std::uint32_t v) { return static_cast<int>(v); };
+    __m256i s[16] = {_mm256_set1_epi32(0x61707865),
+                     _mm256_set1_epi32(0x3320646e),
+                     _mm256_set1_epi32(0x79622d32),
+                     _mm256_set1_epi32(0x6b206574),
+                     _mm256_set1_epi32(w(key[0])),
+                     _mm256_set1_epi32(w(key[1])),
+                     _mm256_set1_epi32(w(key[2])),
+                     _mm256_set1_epi32(w(key[3])),
+                     _mm256_set1_epi32(w(key[4])),
+                     _mm256_set1_epi32(w(key[5])),
+                     _mm256_set1_epi32(w(key[6])),
+                     _mm256_set1_epi32(w(key[7])),
+                     _mm256_add_epi32(_mm256_set1_epi32(w(counter)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                     _mm256_set1_epi32(w(nonce[0])),
+                     _mm256_set1_epi32(w(nonce[1])),
+                     _mm256_set1_epi32(w(nonce[2]))};
+    // Byte shuffles that rotate each 32-bit word left by 16 and by 8.
+    const __m256i rot16 = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4,
+                                           5, 10, 11, 8, 9, 14, 15, 12, 13);
+    const __m256i rot8 = _mm256_setr_epi8(3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14, 3, 0, 1, 2, 7, 4, 5, 6,
+                                          11, 8, 9, 10, 15, 12, 13, 14);
+    __m256i x[16];
+    for (int i = 0; i < 16; ++i) x[i] = s[i];
+    for (int i = 0; i < Rounds / 2; ++i) {
+        chacha_qr8(x[0], x[4], x[8], x[12], rot16, rot8);
+        chacha_qr8(x[1], x[5], x[9], x[13], rot16, rot8);
+        chacha_qr8(x[2], x[6], x[10], x[14], rot16, rot8);
+        chacha_qr8(x[3], x[7], x[11], x[15], rot16, rot8);
+        chacha_qr8(x[0], x[5], x[10], x[15], rot16, rot8);
+        chacha_qr8(x[1], x[6], x[11], x[12], rot16, rot8);
+        chacha_qr8(x[2], x[7], x[8], x[13], rot16, rot8);
+        chacha_qr8(x[3], x[4], x[9], x[14], rot16, rot8);
+    }
+    // x[i] holds word i of the eight blocks. Transpose four words at a time:
+    // u[k] then holds words 4g..4g+3 of block k (low half) and k+4 (high half).
+    for (int g = 0; g < 4; ++g) {
+        const __m256i a = _mm256_add_epi32(x[4 * g], s[4 * g]), b = _mm256_add_epi32(x[4 * g + 1], s[4 * g + 1]);
+        const __m256i c = _mm256_add_epi32(x[4 * g + 2], s[4 * g + 2]), d = _mm256_add_epi32(x[4 * g + 3], s[4 * g + 3]);
+        const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+        const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+        const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                              _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        for (int k = 0; k < 4; ++k) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 64 * k + 16 * g), _mm256_castsi256_si128(u[k]));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 64 * (k + 4) + 16 * g),
+                             _mm256_extracti128_si256(u[k], 1));
+        }
+    }
+}
+#endif
+
 /// Fills `buf` from the kernel's CSPRNG. Throws std::system_error if the
 /// kernel cannot deliver (never expected on Linux >= 3.17 after boot).
 inline void os_entropy(void* buf, std::size_t n) {
@@ -159,7 +239,12 @@ private:
         }
         std::uint8_t stream[64 * blocks];
         const std::uint32_t nonce[3] = {0, 0, 0};
-        for (std::uint32_t b = 0; b < blocks; b += 4) chacha_blocks4<12>(key_, b, nonce, stream + 64 * b);
+#ifdef COORD_X86_SIMD
+        if (cpu_has_avx2()) {
+            for (std::uint32_t b = 0; b < blocks; b += 8) chacha_blocks8_avx2<12>(key_, b, nonce, stream + 64 * b);
+        } else
+#endif
+            for (std::uint32_t b = 0; b < blocks; b += 4) chacha_blocks4<12>(key_, b, nonce, stream + 64 * b);
         std::memcpy(key_, stream, sizeof key_);  // the next key; the old one is gone
         std::memcpy(out_.data(), stream + sizeof key_, out_.size());
         std::memset(stream, 0, sizeof stream);

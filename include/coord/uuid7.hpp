@@ -56,6 +56,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
@@ -277,14 +278,36 @@ struct uuid7_step {
         return out;
     }
 
+    /// The UUID of a counter-method state, its random bits taken from `r`.
+    static uuid make_counter(std::uint64_t state, std::uint64_t r) noexcept {
+        const auto counter = state & 0xFFFF;
+        return uuid::make_v7(state >> 16, static_cast<std::uint16_t>(counter >> 4), ((counter & 0xF) << 58) | (r >> 6));
+    }
+
+    /// The counter method's common case, decided without a division: `cur`
+    /// is a state already issued and `now_ns` falls in its millisecond, with
+    /// counter left. Returns the next state, or 0 when the full step is needed.
+    /// [start_ns, end_ns) are the millisecond's bounds from ms_bounds(cur).
+    static std::uint64_t same_ms_counter(std::uint64_t cur, std::int64_t now_ns, std::int64_t start_ns,
+                                         std::int64_t end_ns) noexcept {
+        if (now_ns >= start_ns && now_ns < end_ns && (cur & 0xFFFF) != 0xFFFF && cur != 0) return cur + 1;
+        return 0;
+    }
+    /// The Unix-ns bounds of a counter state's millisecond, saturated to the
+    /// int64 range (saturation only sends the caller down the full step).
+    static std::pair<std::int64_t, std::int64_t> ms_bounds(std::uint64_t cur) noexcept {
+        constexpr auto hi = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+        const auto ms = cur >> 16;
+        auto ns = [&](std::uint64_t m) {
+            return m > hi / 1'000'000 ? static_cast<std::int64_t>(hi) : static_cast<std::int64_t>(m * 1'000'000);
+        };
+        return {ns(ms), ns(ms + 1)};
+    }
+
     template <class Random>
     static uuid make(std::uint64_t state, const uuid7_options& o, Random& rng) {
         const auto r = rng.next_u64();
-        if (o.method == uuid7_method::counter) {
-            const auto counter = state & 0xFFFF;
-            return uuid::make_v7(state >> 16, static_cast<std::uint16_t>(counter >> 4),
-                                 ((counter & 0xF) << 58) | (r >> 6));
-        }
+        if (o.method == uuid7_method::counter) return make_counter(state, r);
         if (o.method == uuid7_method::clock_precision)
             return uuid::make_v7(state >> 12, static_cast<std::uint16_t>(state & 0xFFF), r >> 2);
         return uuid::make_v7(state >> 12, static_cast<std::uint16_t>(r >> 52), rng.next_u64() >> 2);
@@ -334,6 +357,20 @@ public:
     /// the last timestamp by more than the bound, reject policy), or the
     /// store's error when a reservation is due.
     result<uuid> next() {
+        if (opt_.method == uuid7_method::counter) {
+            // The common case in a straight line: the same millisecond with
+            // counter left. The random bits and the millisecond's bounds come
+            // before the clock read, so its cost hides theirs. (No store check:
+            // the reservation already covers a millisecond issued before.)
+            const auto r = rng_.next_u64();
+            auto cur = state_.load(std::memory_order_acquire);
+            const auto [start_ns, end_ns] = detail::uuid7_step::ms_bounds(cur);
+            const auto now_ns = since_epoch_ns(clock_.now());
+            if (const auto nxt = detail::uuid7_step::same_ms_counter(cur, now_ns, start_ns, end_ns);
+                nxt != 0 &&
+                state_.compare_exchange_strong(cur, nxt, std::memory_order_acq_rel, std::memory_order_relaxed))
+                return detail::uuid7_step::make_counter(nxt, r);
+        }
         const int sh = detail::uuid7_step::shift(opt_.method);
         for (;;) {
             auto cur = state_.load(std::memory_order_acquire);  // before the clock: see snowflake.hpp
@@ -413,13 +450,27 @@ public:
     }
     /// See basic_uuid7_generator::next.
     result<uuid> next() {
-        auto step = detail::uuid7_step::next(state_, since_epoch_ns(clock_.now()), opt_, rng_);
+        if (opt_.method == uuid7_method::counter) {
+            const auto r = rng_.next_u64();
+            const auto [start_ns, end_ns] = detail::uuid7_step::ms_bounds(state_);
+            const auto now_ns = since_epoch_ns(clock_.now());
+            if (const auto nxt = detail::uuid7_step::same_ms_counter(state_, now_ns, start_ns, end_ns); nxt != 0) {
+                state_ = nxt;
+                return detail::uuid7_step::make_counter(nxt, r);
+            }
+            return slow(now_ns);
+        }
+        return slow(since_epoch_ns(clock_.now()));
+    }
+
+private:
+    result<uuid> slow(std::int64_t now_ns) {
+        auto step = detail::uuid7_step::next(state_, now_ns, opt_, rng_);
         if (!step) return unexpected(step.error());
         if (opt_.method != uuid7_method::random) state_ = step->state;
         return detail::uuid7_step::make(step->state, opt_, rng_);
     }
 
-private:
     uuid7_options opt_;
     Clock clock_;
     Random rng_;

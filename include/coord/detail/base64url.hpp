@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/config.hpp"
+
 namespace coord::detail {
 
 inline constexpr char base64url_alphabet[] =
@@ -47,7 +49,7 @@ inline constexpr std::array<std::array<std::uint32_t, 256>, 4> base64url_placed 
 /// The number of bytes `n` base64url characters decode to (n % 4 != 1).
 constexpr std::size_t base64url_decoded_size(std::size_t n) noexcept { return n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0); }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef COORD_X86_SIMD
 #define COORD_BASE64URL_AVX2 1
 /// Decodes 32 characters at a time with AVX2 while at least 12 more follow
 /// (each step stores 32 bytes of which 24 are output, so the output needs
@@ -90,10 +92,6 @@ __attribute__((target("avx2"))) inline std::size_t base64url_decode_avx2(const u
     return i;
 }
 
-inline bool cpu_has_avx2() noexcept {
-    static const bool has = __builtin_cpu_supports("avx2");
-    return has;
-}
 #endif
 
 /// Decodes canonical base64url into `out` (which must hold

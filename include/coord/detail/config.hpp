@@ -25,3 +25,17 @@
 #else
 #define COORD_ALWAYS_INLINE inline
 #endif
+
+// COORD_X86_SIMD marks x86-64 builds on GCC or Clang, where coord carries
+// AVX2 paths (base64url decoding, ChaCha) chosen at run time by
+// detail::cpu_has_avx2(); other builds use the portable code only.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define COORD_X86_SIMD 1
+namespace coord::detail {
+/// Whether this CPU runs AVX2 (asked once per process).
+inline bool cpu_has_avx2() noexcept {
+    static const bool has = __builtin_cpu_supports("avx2");
+    return has;
+}
+}  // namespace coord::detail
+#endif
