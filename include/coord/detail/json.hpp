@@ -501,12 +501,14 @@ private:
         if (*p_ == '0') {
             ++p_;
         } else {
-            while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-                const auto d = static_cast<std::uint64_t>(*p_ - '0');
-                if (magnitude > (UINT64_MAX - d) / 10) fits = false;
-                else magnitude = magnitude * 10 + d;
+            // No leading zeros here, so up to 19 digits cannot pass 2^64:
+            // the digit count alone tells whether the magnitude wrapped.
+            const char* digits = p_;
+            while (p_ != end_ && static_cast<unsigned>(*p_ - '0') < 10) {
+                magnitude = magnitude * 10 + static_cast<std::uint64_t>(*p_ - '0');
                 ++p_;
             }
+            fits = p_ - digits <= 19;
         }
         bool integral = true;
         if (p_ != end_ && *p_ == '.') {
