@@ -10,6 +10,7 @@
 #include <openssl/pem.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -398,6 +399,51 @@ TEST(JwtAttack, TruncatedAndOverlongMacs) {
     EXPECT_EQ(v.validate(input + "." + b64(std::string(4096, 'x'))).error(), errc::token_bad_signature);
 }
 
+// The decoder's SIMD steps (32 characters at a time, the tail re-decoded
+// through a scratch block) against a plain bit-by-bit reference: every length
+// up to 300, output exactly as long as the decoded size (canaries after it
+// stay), and a bad character at every position refused.
+TEST(Base64url, EveryLengthMatchesAReferenceAndWritesNothingPastTheOutput) {
+    auto reference = [](std::string_view in, std::string& out) {
+        out.clear();
+        std::uint32_t acc = 0;
+        int bits = 0;
+        for (const char ch : in) {
+            const char* at = std::strchr(coord::detail::base64url_alphabet, ch);
+            if (ch == '\0' || at == nullptr) return false;
+            acc = acc << 6 | static_cast<std::uint32_t>(at - coord::detail::base64url_alphabet);
+            bits += 6;
+            if (bits >= 8) {
+                bits -= 8;
+                out += static_cast<char>(acc >> bits & 0xFF);
+            }
+        }
+        return bits < 6 && (acc & ((1u << bits) - 1)) == 0;  // unused bits zero; no 1-char tail
+    };
+    std::uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1103515245u + 12345u; };
+    for (std::size_t n = 0; n <= 300; ++n) {
+        std::string text;
+        for (std::size_t i = 0; i < n; ++i) text += coord::detail::base64url_alphabet[next() >> 26];
+        std::string want;
+        const bool valid = n % 4 != 1 && reference(text, want);
+        std::vector<unsigned char> out(coord::detail::base64url_decoded_size(n) + 40, 0xA5);
+        const std::size_t size = n % 4 == 1 ? 0 : coord::detail::base64url_decoded_size(n);
+        ASSERT_EQ(coord::detail::base64url_decode(text, out.data()), valid) << n;
+        if (valid) {
+            EXPECT_EQ(std::string(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(size)), want) << n;
+        }
+        for (std::size_t i = size; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << "wrote past the output at length " << n;
+        if (!valid || n > 120) continue;
+        for (std::size_t at = 0; at < n; ++at)
+            for (const char bad : {'=', '+', '/', '.', ' ', '\x80', '\xff'}) {
+                std::string broken = text;
+                broken[at] = bad;
+                ASSERT_FALSE(coord::detail::base64url_decode(broken, out.data())) << n << " at " << at;
+            }
+    }
+}
+
 TEST(JwtAttack, NonCanonicalBase64url) {
     auto v = hs_validator();
     const std::string good = hs256_token(R"({"alg":"HS256"})", R"({"a":1})");
@@ -568,6 +614,57 @@ TEST(JwtKeySet, RotationIsAtomicUnderReaders) {
     EXPECT_EQ(bad.load(), 0);
     EXPECT_TRUE(v.validate(new_token));
     EXPECT_EQ(v.validate(old_token).error(), errc::token_unknown_key);
+}
+
+// A thread remembers the last header that passed under a key set. That
+// memory must never outlive the set or cross to another validator: same
+// header text, different validators, swapped sets, a validator replaced by
+// another (which may take the same address), a header refused before.
+TEST(JwtKeySet, RememberedHeadersFollowTheValidatorAndItsKeySet) {
+    const std::string a_secret(32, 'a'), b_secret(32, 'b');
+    const std::string header = R"({"alg":"HS256","typ":"JWT","kid":"k1"})";
+    const std::string by_a = hs256_token(header, "{}", a_secret), by_b = hs256_token(header, "{}", b_secret);
+    ASSERT_EQ(by_a.substr(0, by_a.find('.')), by_b.substr(0, by_b.find('.')));  // byte-identical headers
+    manual_validator va(key_set{key::hmac(algorithm::hs256, a_secret, "k1")}, no_required(), clock_at(0));
+    manual_validator vb(key_set{key::hmac(algorithm::hs256, b_secret, "k1")}, no_required(), clock_at(0));
+    for (int round = 0; round < 3; ++round) {  // alternating validators in one thread
+        EXPECT_TRUE(va.validate(by_a));
+        EXPECT_EQ(va.validate(by_b).error(), errc::token_bad_signature);
+        EXPECT_TRUE(vb.validate(by_b));
+        EXPECT_EQ(vb.validate(by_a).error(), errc::token_bad_signature);
+    }
+    auto remembered = va.validate(by_a);
+    ASSERT_TRUE(remembered);
+    EXPECT_EQ(remembered->hdr().kid, "k1");
+    EXPECT_EQ(remembered->hdr().typ, "JWT");
+    EXPECT_EQ(remembered->hdr().alg, algorithm::hs256);
+
+    // A swap: the header's key is now b's, then no key has kid k1.
+    va.set_keys(key_set{key::hmac(algorithm::hs256, b_secret, "k1")});
+    EXPECT_EQ(va.validate(by_a).error(), errc::token_bad_signature);
+    EXPECT_TRUE(va.validate(by_b));
+    va.set_keys(key_set{key::hmac(algorithm::hs256, a_secret, "k2")});
+    EXPECT_EQ(va.validate(by_a).error(), errc::token_unknown_key);
+    // A refused header is not remembered: once k1 exists again it passes.
+    va.set_keys(key_set{key::hmac(algorithm::hs256, a_secret, "k1")});
+    EXPECT_TRUE(va.validate(by_a));
+
+    // Validators made and dropped in turn, each with the other secret.
+    for (int i = 0; i < 6; ++i) {
+        const bool a = i % 2 == 0;
+        manual_validator v(key_set{key::hmac(algorithm::hs256, a ? a_secret : b_secret, "k1")}, no_required(), clock_at(0));
+        EXPECT_EQ(static_cast<bool>(v.validate(by_a)), a) << i;
+        EXPECT_EQ(static_cast<bool>(v.validate(by_b)), !a) << i;
+    }
+    // Other options, same keys: crit understood by one validator only.
+    const std::string crit_header = R"({"alg":"HS256","kid":"k1","crit":["x"],"x":1})";
+    const std::string with_crit = hs256_token(crit_header, "{}", a_secret);
+    validation_options understands = no_required();
+    understands.understood_critical = {"x"};
+    manual_validator vx(key_set{key::hmac(algorithm::hs256, a_secret, "k1")}, understands, clock_at(0));
+    EXPECT_TRUE(vx.validate(with_crit));
+    EXPECT_EQ(va.validate(with_crit).error(), errc::token_unknown_crit);
+    EXPECT_TRUE(vx.validate(with_crit));
 }
 
 TEST(JwtKeySet, WithoutKidTheSingleKeyOfTheAlgorithm) {

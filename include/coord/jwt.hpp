@@ -321,10 +321,15 @@ public:
 
 private:
     // The key set: a shared_ptr under a mutex, swapped whole by set_keys().
-    // Each set gets a version unique in the process; a thread keeps the last
-    // set it used with its version, so a validation takes the mutex and
-    // touches the shared count only after a swap (or when the thread last
-    // used another validator), not on every token.
+    // Each set gets a version unique in the process. A thread keeps the last
+    // set it used with its version (so a validation takes the mutex and
+    // touches the shared count only after a swap, or when the thread last
+    // used another validator), and the last header that passed every header
+    // step under it: a token whose header text is byte-identical (the usual
+    // case: one issuer key signs many tokens) reuses that judgment instead of
+    // decoding and parsing the header again. A swapped-out set stays alive in
+    // an idle thread's cache until that thread validates again or exits; it
+    // is never used after the swap.
     mutable std::mutex keys_mutex_;
     std::shared_ptr<const key_set> keys_;
     std::atomic<std::uint64_t> keys_version_{next_keys_version()};
@@ -333,23 +338,26 @@ private:
         static std::atomic<std::uint64_t> last{0};
         return last.fetch_add(1, std::memory_order_relaxed) + 1;
     }
-    // The current set, held by this thread's cache: valid until this thread
-    // asks a validator of the same type for its keys again (verify_into uses
-    // it without calling out). A swapped-out set stays alive in an idle
-    // thread's cache until that thread validates again or exits; it is never
-    // used after the swap.
-    const key_set& current_keys() const {
-        struct cache {
-            std::uint64_t version = 0;
-            std::shared_ptr<const key_set> keys;
-        };
-        thread_local cache mine;
+    struct thread_cache {
+        std::uint64_t version = 0;
+        std::shared_ptr<const key_set> keys;
+        std::string header_b64;          // the remembered header's text, as in the token
+        header hdr;                      // what it says
+        const key* header_key = nullptr;  // the key it selects in `keys`; null: nothing remembered
+    };
+    static constexpr std::size_t max_remembered_header = 512;
+    // This thread's cache, current for this validator: valid until this
+    // thread asks a validator of the same type again (verify_into does not
+    // call out while it uses it).
+    thread_cache& this_thread() const {
+        thread_local thread_cache mine;
         if (mine.version != keys_version_.load(std::memory_order_acquire)) {
+            mine.header_key = nullptr;
             std::lock_guard lk(keys_mutex_);
             mine.keys = keys_;
             mine.version = keys_version_.load(std::memory_order_relaxed);
         }
-        return *mine.keys;
+        return mine;
     }
     validation_options options_;
     Clock clock_;
@@ -358,6 +366,8 @@ private:
     // The JWS steps of verify(), writing the header and payload in place (so
     // validate() decodes straight into its claims); errc{} when verified.
     errc verify_into(std::string_view token, header& hdr, std::string& payload) const;
+    // The header steps: JSON, alg, key selection, crit. Fills hdr and k.
+    errc judge_header(std::string_view header_text, const key_set& keys, header& hdr, const key*& k) const;
     result<void> check_claims(const claims& c, std::int64_t now_ms) const;
 };
 
@@ -1251,12 +1261,16 @@ errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, hea
     const std::string_view s64 = token.substr(dot2 + 1);
     if (h64.empty() || s64.empty()) return errc::token_malformed;
 
+    thread_cache& cache = this_thread();
+    const bool remembered = cache.header_key != nullptr && h64 == cache.header_b64;
     // Headers are short: decode into the stack unless this one is not.
     std::array<char, 512> header_buffer;
     std::string header_heap;
     std::string_view header_text;
     if (h64.size() % 4 == 1) return errc::token_bad_encoding;
-    if (detail::base64url_decoded_size(h64.size()) <= header_buffer.size()) {
+    if (remembered) {
+        // Decoded and judged before, byte for byte: nothing to redo.
+    } else if (detail::base64url_decoded_size(h64.size()) <= header_buffer.size()) {
         if (!detail::base64url_decode(h64, reinterpret_cast<unsigned char*>(header_buffer.data())))
             return errc::token_bad_encoding;
         header_text = std::string_view(header_buffer.data(), detail::base64url_decoded_size(h64.size()));
@@ -1270,15 +1284,33 @@ errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, hea
     if (sig_len > sig.size()) return errc::token_bad_signature;
     if (!detail::base64url_decode(s64, sig.data())) return errc::token_bad_encoding;
 
+    const key* k = cache.header_key;
+    if (remembered) {
+        hdr = cache.hdr;
+    } else {
+        if (const errc e = judge_header(header_text, *cache.keys, hdr, k); e != errc{}) return e;
+        if (h64.size() <= max_remembered_header) {
+            cache.header_b64.assign(h64);
+            cache.hdr = hdr;
+            cache.header_key = k;
+        }
+    }
+
+    if (!detail::verify_signature(detail::key_access::of(*k), token.substr(0, dot2), sig.data(), sig_len))
+        return errc::token_bad_signature;
+    return {};
+}
+
+template <unix_clock Clock, class Revocation>
+errc basic_validator<Clock, Revocation>::judge_header(std::string_view header_text, const key_set& keys, header& hdr,
+                                                      const key*& k) const {
     detail::raw_header h;
-    if (const errc e = detail::read_header(header_text, options_.max_json_depth, h); e != errc{})
-        return e;
+    if (const errc e = detail::read_header(header_text, options_.max_json_depth, h); e != errc{}) return e;
     const auto alg = h.alg_value.escaped ? algorithm_from_name(detail::json::unescape(h.alg_value))
                                          : algorithm_from_name(h.alg_value.body());
     if (!alg) return errc::token_alg_refused;  // none, in any casing, included
 
-    const key_set& keys = current_keys();
-    const key* k = keys.find(h.kid ? std::string_view(*h.kid) : std::string_view{}, h.kid.has_value(), *alg);
+    k = keys.find(h.kid ? std::string_view(*h.kid) : std::string_view{}, h.kid.has_value(), *alg);
     if (!k) return errc::token_unknown_key;
     if (k->alg() != *alg) return errc::token_alg_refused;
 
@@ -1299,9 +1331,6 @@ errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, hea
         });
         if (!understood || !any) return errc::token_unknown_crit;
     }
-
-    if (!detail::verify_signature(detail::key_access::of(*k), token.substr(0, dot2), sig.data(), sig_len))
-        return errc::token_bad_signature;
     hdr.alg = *alg;
     hdr.kid = std::move(h.kid);
     hdr.typ = std::move(h.typ);

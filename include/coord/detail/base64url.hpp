@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -51,45 +52,53 @@ constexpr std::size_t base64url_decoded_size(std::size_t n) noexcept { return n 
 
 #ifdef COORD_X86_SIMD
 #define COORD_BASE64URL_AVX2 1
-/// Decodes 32 characters at a time with AVX2 while at least 12 more follow
-/// (each step stores 32 bytes of which 24 are output, so the output needs
-/// that slack). Returns how many characters it consumed, or SIZE_MAX on a
-/// character outside the alphabet. Callers check the CPU first.
-__attribute__((target("avx2"))) inline std::size_t base64url_decode_avx2(const unsigned char* s, std::size_t n,
-                                                                          unsigned char* out) noexcept {
-    std::size_t i = 0;
-    const __m256i pack_pairs = _mm256_set1_epi32(0x01400140);
-    const __m256i pack_quads = _mm256_set1_epi32(0x00011000);
+/// Decodes the 32 characters at `s` into the 24 bytes at out[0, 24), and
+/// writes nothing else. Characters outside the alphabet set bytes of `bad`
+/// (the caller tests it once, after all its steps).
+__attribute__((target("avx2"), always_inline)) inline void base64url_block_avx2(const unsigned char* s, unsigned char* out,
+                                                                                 __m256i& bad) noexcept {
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+    // Bytes >= 0x80 are negative as signed and fall in no range.
+    const __m256i upper = _mm256_and_si256(_mm256_cmpgt_epi8(c, _mm256_set1_epi8('A' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('Z' + 1), c));
+    const __m256i lower = _mm256_and_si256(_mm256_cmpgt_epi8(c, _mm256_set1_epi8('a' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), c));
+    const __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(c, _mm256_set1_epi8('0' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), c));
+    const __m256i dash = _mm256_cmpeq_epi8(c, _mm256_set1_epi8('-'));
+    const __m256i under = _mm256_cmpeq_epi8(c, _mm256_set1_epi8('_'));
+    const __m256i valid = _mm256_or_si256(_mm256_or_si256(upper, lower), _mm256_or_si256(digit, _mm256_or_si256(dash, under)));
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(valid, _mm256_setzero_si256()));
+    __m256i offset = _mm256_and_si256(upper, _mm256_set1_epi8(static_cast<char>(-'A')));
+    offset = _mm256_or_si256(offset, _mm256_and_si256(lower, _mm256_set1_epi8(static_cast<char>(26 - 'a'))));
+    offset = _mm256_or_si256(offset, _mm256_and_si256(digit, _mm256_set1_epi8(static_cast<char>(52 - '0'))));
+    offset = _mm256_or_si256(offset, _mm256_and_si256(dash, _mm256_set1_epi8(static_cast<char>(62 - '-'))));
+    offset = _mm256_or_si256(offset, _mm256_and_si256(under, _mm256_set1_epi8(static_cast<char>(63 - '_'))));
+    const __m256i values = _mm256_add_epi8(c, offset);
+    // 4 x 6 bits -> 24 bits per 32-bit lane, then the 3 bytes of each lane packed.
+    const __m256i pairs = _mm256_maddubs_epi16(values, _mm256_set1_epi32(0x01400140));
+    const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00011000));
     const __m256i gather = _mm256_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
                                             2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
-    // No lambdas here: they would not inherit the avx2 target.
-    const __m256i before_upper = _mm256_set1_epi8('A' - 1), after_upper = _mm256_set1_epi8('Z' + 1);
-    const __m256i before_lower = _mm256_set1_epi8('a' - 1), after_lower = _mm256_set1_epi8('z' + 1);
-    const __m256i before_digit = _mm256_set1_epi8('0' - 1), after_digit = _mm256_set1_epi8('9' + 1);
-    for (; i + 32 + 12 <= n; i += 32, out += 24) {
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-        // Bytes >= 0x80 are negative as signed and fall in no range.
-        const __m256i upper = _mm256_and_si256(_mm256_cmpgt_epi8(c, before_upper), _mm256_cmpgt_epi8(after_upper, c));
-        const __m256i lower = _mm256_and_si256(_mm256_cmpgt_epi8(c, before_lower), _mm256_cmpgt_epi8(after_lower, c));
-        const __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(c, before_digit), _mm256_cmpgt_epi8(after_digit, c));
-        const __m256i dash = _mm256_cmpeq_epi8(c, _mm256_set1_epi8('-'));
-        const __m256i under = _mm256_cmpeq_epi8(c, _mm256_set1_epi8('_'));
-        const __m256i valid = _mm256_or_si256(_mm256_or_si256(upper, lower), _mm256_or_si256(digit, _mm256_or_si256(dash, under)));
-        if (static_cast<unsigned>(_mm256_movemask_epi8(valid)) != 0xFFFFFFFFu) return SIZE_MAX;
-        __m256i offset = _mm256_and_si256(upper, _mm256_set1_epi8(static_cast<char>(-'A')));
-        offset = _mm256_or_si256(offset, _mm256_and_si256(lower, _mm256_set1_epi8(static_cast<char>(26 - 'a'))));
-        offset = _mm256_or_si256(offset, _mm256_and_si256(digit, _mm256_set1_epi8(static_cast<char>(52 - '0'))));
-        offset = _mm256_or_si256(offset, _mm256_and_si256(dash, _mm256_set1_epi8(static_cast<char>(62 - '-'))));
-        offset = _mm256_or_si256(offset, _mm256_and_si256(under, _mm256_set1_epi8(static_cast<char>(63 - '_'))));
-        const __m256i values = _mm256_add_epi8(c, offset);
-        // 4 x 6 bits -> 24 bits per 32-bit lane, then the 3 bytes of each lane packed.
-        const __m256i pairs = _mm256_maddubs_epi16(values, pack_pairs);
-        const __m256i quads = _mm256_madd_epi16(pairs, pack_quads);
-        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(quads, gather), lanes);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes);
-    }
-    return i;
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(quads, gather),
+                                                      _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(bytes));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 16), _mm256_extracti128_si256(bytes, 1));
+}
+
+/// Decodes every whole quantum of the first `n` (at least 32) characters
+/// with AVX2 into out[0, n / 4 * 3), 32 characters a step; the last step
+/// re-decodes the final 32 whole-quantum characters, overlapping the one
+/// before. Returns the characters consumed (n rounded down to a multiple of
+/// 4), or SIZE_MAX on a character outside the alphabet. Callers check the CPU first.
+__attribute__((target("avx2"))) inline std::size_t base64url_decode_avx2(const unsigned char* s, std::size_t n,
+                                                                          unsigned char* out) noexcept {
+    const std::size_t whole = n / 4 * 4;
+    std::size_t i = 0;
+    __m256i bad = _mm256_setzero_si256();
+    for (; i + 32 <= whole; i += 32) base64url_block_avx2(s + i, out + i / 4 * 3, bad);
+    if (whole > i) base64url_block_avx2(s + whole - 32, out + (whole - 32) / 4 * 3, bad);
+    return _mm256_testz_si256(bad, bad) ? whole : SIZE_MAX;
 }
 
 #endif
@@ -102,7 +111,7 @@ inline bool base64url_decode(std::string_view in, unsigned char* out) noexcept {
     const auto* s = reinterpret_cast<const unsigned char*>(in.data());
     std::size_t i = 0;
 #ifdef COORD_BASE64URL_AVX2
-    if (n >= 44 && cpu_has_avx2()) {
+    if (n >= 32 && cpu_has_avx2()) {
         i = base64url_decode_avx2(s, n, out);
         if (i == SIZE_MAX) return false;
         out += i / 4 * 3;
