@@ -202,7 +202,64 @@ struct verified_jws {
 
 namespace detail {
 struct claims_access;
+
+/// A token payload's bytes: inline up to a typical claims set's size (no
+/// allocation per token), on the heap past it. Copyable and movable.
+class payload_text {
+public:
+    static constexpr std::size_t inline_capacity = 384;
+
+    payload_text() noexcept {}
+    payload_text(const payload_text& o) { assign(o.view()); }
+    payload_text& operator=(const payload_text& o) {
+        if (this != &o) assign(o.view());
+        return *this;
+    }
+    payload_text(payload_text&& o) noexcept { take(o); }
+    payload_text& operator=(payload_text&& o) noexcept {
+        if (this != &o) take(o);
+        return *this;
+    }
+
+    /// Room for exactly n bytes (the old bytes are gone), to be written.
+    char* prepare(std::size_t n) {
+        if (n > inline_capacity) heap_ = std::make_unique_for_overwrite<char[]>(n);
+        else heap_.reset();
+        size_ = n;
+        return data();
+    }
+    std::string_view view() const noexcept { return {heap_ ? heap_.get() : inline_, size_}; }
+
+private:
+    std::unique_ptr<char[]> heap_;
+    std::size_t size_ = 0;
+    char inline_[inline_capacity];
+
+    char* data() noexcept { return heap_ ? heap_.get() : inline_; }
+    void assign(std::string_view t) {
+        char* to = prepare(t.size());
+        if (!t.empty()) std::memcpy(to, t.data(), t.size());
+    }
+    void take(payload_text& o) noexcept {
+        if (o.heap_) {
+            heap_ = std::move(o.heap_);
+            size_ = o.size_;
+        } else {
+            heap_.reset();
+            size_ = o.size_;
+            if (size_ != 0) std::memcpy(inline_, o.inline_, size_);
+        }
+        o.size_ = 0;
+    }
+};
+
+/// Where verify_into() decodes a payload: room for exactly n bytes.
+inline char* prepare_payload(std::string& s, std::size_t n) {
+    s.resize(n);
+    return s.data();
 }
+inline char* prepare_payload(payload_text& p, std::size_t n) { return p.prepare(n); }
+}  // namespace detail
 
 /// The claims of a validated JWT. json() is the payload, one JSON object with
 /// no duplicate names. The registered claims are read out once and served
@@ -211,7 +268,7 @@ struct claims_access;
 class claims {
 public:
     const header& hdr() const noexcept { return hdr_; }
-    std::string_view json() const noexcept { return json_; }
+    std::string_view json() const noexcept { return json_.view(); }
     std::optional<std::string_view> iss() const noexcept { return text(iss_); }
     std::optional<std::string_view> sub() const noexcept { return text(sub_); }
     std::optional<std::string_view> jti() const noexcept { return text(jti_); }
@@ -240,14 +297,14 @@ private:
         bool present = false, decoded = false;
     };
     header hdr_;
-    std::string json_;
+    detail::payload_text json_;
     std::string decoded_;
     text_ref iss_, sub_, jti_, aud_;  // aud_: the raw JSON value
     std::optional<std::int64_t> exp_, nbf_, iat_;
 
     std::optional<std::string_view> text(const text_ref& r) const noexcept {
         if (!r.present) return std::nullopt;
-        return std::string_view(r.decoded ? decoded_ : json_).substr(r.offset, r.size);
+        return (r.decoded ? std::string_view(decoded_) : json_.view()).substr(r.offset, r.size);
     }
 };
 
@@ -365,10 +422,25 @@ private:
 
     // The JWS steps of verify(), writing the header and payload in place (so
     // validate() decodes straight into its claims); errc{} when verified.
-    errc verify_into(std::string_view token, header& hdr, std::string& payload) const;
+    template <class Payload>
+    errc verify_into(std::string_view token, header& hdr, Payload& payload) const;
     // The header steps: JSON, alg, key selection, crit. Fills hdr and k.
     errc judge_header(std::string_view header_text, const key_set& keys, header& hdr, const key*& k) const;
     result<void> check_claims(const claims& c, std::int64_t now_ms) const;
+
+    // options_.required_claims, sorted once: the registered ones as bits,
+    // the others by name.
+    enum : unsigned {
+        registered_exp = 1,
+        registered_nbf = 2,
+        registered_iat = 4,
+        registered_iss = 8,
+        registered_sub = 16,
+        registered_jti = 32,
+        registered_aud = 64
+    };
+    unsigned required_registered_ = 0;
+    std::vector<std::string> required_other_;
 };
 
 using validator = basic_validator<system_clock>;
@@ -800,11 +872,11 @@ inline bool same_type(std::string_view got, std::string_view want) noexcept {
 struct claims_access {
     /// The parts validate() decodes into.
     static header& hdr(claims& c) noexcept { return c.hdr_; }
-    static std::string& payload(claims& c) noexcept { return c.json_; }
+    static payload_text& payload(claims& c) noexcept { return c.json_; }
 
     /// Reads c's payload (already in place, see payload()).
     static errc read(claims& c, std::size_t max_depth) {
-        const std::string_view text = c.json_;
+        const std::string_view text = c.json_.view();
         json::reader r(text, max_depth);
         errc bad{};
         auto locate = [&](const json::value& v, claims::text_ref& ref) {
@@ -820,7 +892,7 @@ struct claims_access {
             ref.size = static_cast<std::uint32_t>(u.size());
             c.decoded_ += u;
         };
-        const bool ok = r.read_object([&](const json::value& k, const json::value& v) {
+        const bool ok = r.read_object([&](const json::value& k, const json::value& v) __attribute__((always_inline)) {
             // Every registered claim name has three letters: most members end here.
             if (!k.escaped && k.body().size() != 3) return true;
             const std::string unescaped = k.escaped ? json::unescape(k) : std::string();
@@ -879,7 +951,7 @@ struct claims_access {
     static void for_each_audience(const claims& c, Fn&& fn) {
         if (!c.aud_.present) return;
         json::value v;
-        json::reader r(std::string_view(c.json_).substr(c.aud_.offset, c.aud_.size), 2);
+        json::reader r(c.json_.view().substr(c.aud_.offset, c.aud_.size), 2);
         if (!r.read_value(v)) return;
         if (v.type == json::kind::string) fn(v);
         else json::for_each_element(v, fn);
@@ -1188,6 +1260,10 @@ inline bool verify_signature(const key& k, std::string_view signing_input, std::
 // --- claims ---------------------------------------------------------------
 
 inline bool claims::has_audience(std::string_view audience) const {
+    if (!aud_.present) return false;
+    // The common form, one string without escapes, compared where it lies.
+    const std::string_view raw = json_.view().substr(aud_.offset, aud_.size);
+    if (raw.front() == '"' && raw.find('\\') == std::string_view::npos) return raw.substr(1, raw.size() - 2) == audience;
     bool found = false;
     detail::claims_access::for_each_audience(*this, [&](const detail::json::value& v) {
         found = found || detail::json::equals(v, audience);
@@ -1203,7 +1279,7 @@ inline std::vector<std::string> claims::audiences() const {
 
 inline std::optional<std::string> claims::string_claim(std::string_view claim) const {
     std::optional<std::string> out;
-    detail::find_member(json_, claim, [&](const detail::json::value& v) {
+    detail::find_member(json_.view(), claim, [&](const detail::json::value& v) {
         if (v.type == detail::json::kind::string) out = detail::json::unescape(v);
     });
     return out;
@@ -1211,14 +1287,14 @@ inline std::optional<std::string> claims::string_claim(std::string_view claim) c
 
 inline std::optional<std::int64_t> claims::integer_claim(std::string_view claim) const {
     std::optional<std::int64_t> out;
-    detail::find_member(json_, claim, [&](const detail::json::value& v) {
+    detail::find_member(json_.view(), claim, [&](const detail::json::value& v) {
         if (v.type == detail::json::kind::integer) out = v.integer;
     });
     return out;
 }
 
 inline bool claims::has(std::string_view claim) const {
-    return detail::find_member(json_, claim, [](const detail::json::value&) {});
+    return detail::find_member(json_.view(), claim, [](const detail::json::value&) {});
 }
 
 // --- validator ------------------------------------------------------------
@@ -1239,6 +1315,18 @@ basic_validator<Clock, Revocation>::basic_validator(key_set keys, validation_opt
         throw std::invalid_argument("coord::jwt::validation_options::max_token_bytes must be 64 B to 1 MiB");
     if (options_.max_json_depth < 1 || options_.max_json_depth > 64)
         throw std::invalid_argument("coord::jwt::validation_options::max_json_depth must be 1 to 64");
+    for (const auto& name : options_.required_claims) {
+        const unsigned bit = name == "exp"   ? registered_exp
+                             : name == "nbf" ? registered_nbf
+                             : name == "iat" ? registered_iat
+                             : name == "iss" ? registered_iss
+                             : name == "sub" ? registered_sub
+                             : name == "jti" ? registered_jti
+                             : name == "aud" ? registered_aud
+                                             : 0u;
+        if (bit != 0) required_registered_ |= bit;
+        else required_other_.push_back(name);
+    }
 }
 
 template <unix_clock Clock, class Revocation>
@@ -1249,7 +1337,8 @@ result<verified_jws> basic_validator<Clock, Revocation>::verify(std::string_view
 }
 
 template <unix_clock Clock, class Revocation>
-errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, header& hdr, std::string& payload) const {
+template <class Payload>
+errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, header& hdr, Payload& payload) const {
     if (token.size() > options_.max_token_bytes) return errc::token_too_large;
     const std::size_t dot1 = token.find('.');
     if (dot1 == std::string_view::npos) return errc::token_malformed;
@@ -1278,7 +1367,10 @@ errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, hea
         if (!detail::base64url_decode(h64, header_heap)) return errc::token_bad_encoding;
         header_text = header_heap;
     }
-    if (!detail::base64url_decode(p64, payload) || s64.size() % 4 == 1) return errc::token_bad_encoding;
+    if (p64.size() % 4 == 1 || s64.size() % 4 == 1) return errc::token_bad_encoding;
+    if (!detail::base64url_decode(p64, reinterpret_cast<unsigned char*>(detail::prepare_payload(
+                                           payload, detail::base64url_decoded_size(p64.size())))))
+        return errc::token_bad_encoding;
     std::array<unsigned char, 2048> sig;  // filled by the decoder, read only up to sig_len
     const std::size_t sig_len = detail::base64url_decoded_size(s64.size());
     if (sig_len > sig.size()) return errc::token_bad_signature;
@@ -1356,18 +1448,14 @@ result<claims> basic_validator<Clock, Revocation>::validate(std::string_view tok
 template <unix_clock Clock, class Revocation>
 result<void> basic_validator<Clock, Revocation>::check_claims(const claims& c, std::int64_t now_ms) const {
     const std::int64_t leeway_ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.leeway).count();
-    for (const auto& required : options_.required_claims) {
-        // Registered claims were read already; others need a look at the payload.
-        const bool present = required == "exp"   ? c.exp().has_value()
-                             : required == "nbf" ? c.nbf().has_value()
-                             : required == "iat" ? c.iat().has_value()
-                             : required == "iss" ? c.iss().has_value()
-                             : required == "sub" ? c.sub().has_value()
-                             : required == "jti" ? c.jti().has_value()
-                             : required == "aud" ? c.has_aud()
-                                                 : c.has(required);
-        if (!present) return unexpected(errc::token_missing_claim);
-    }
+    // Registered claims were read already; others need a look at the payload.
+    if (((required_registered_ & registered_exp) && !c.exp()) || ((required_registered_ & registered_nbf) && !c.nbf()) ||
+        ((required_registered_ & registered_iat) && !c.iat()) || ((required_registered_ & registered_iss) && !c.iss()) ||
+        ((required_registered_ & registered_sub) && !c.sub()) || ((required_registered_ & registered_jti) && !c.jti()) ||
+        ((required_registered_ & registered_aud) && !c.has_aud()))
+        return unexpected(errc::token_missing_claim);
+    for (const auto& other : required_other_)
+        if (!c.has(other)) return unexpected(errc::token_missing_claim);
     const header& h = c.hdr();
     if (!options_.type.empty() && (!h.typ || !detail::same_type(*h.typ, options_.type)))
         return unexpected(errc::token_wrong_type);
