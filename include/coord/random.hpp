@@ -8,7 +8,8 @@
 // os_random keeps, per thread, a ChaCha12 generator keyed from getrandom()
 // (Bernstein's fast-key-erasure design, as arc4random on the BSDs; 12 rounds
 // as Rust's StdRng: the best known attack reaches 7): each refill computes
-// 16 ChaCha blocks, uses the first 32 bytes as the next key
+// 16 ChaCha blocks (eight at a time with AVX2 where the CPU has it, four
+// otherwise), uses the first 32 bytes as the next key
 // (the old key is gone, so a later compromise cannot reveal earlier output)
 // and hands out the rest. It takes a fresh key from getrandom() after every
 // 1 MiB and in a child after fork(), so a child never repeats its parent's
@@ -128,8 +129,8 @@ __attribute__((target("avx2"), always_inline)) inline void chacha_qr8(__m256i& a
 }
 
 /// Eight consecutive ChaCha blocks (counters counter..counter+7) into
-/// out[512] with AVX2: the same bytes as chacha_blocks4 twice, at twice its
-/// speed. Callers check detail::cpu_has_avx2() first.
+/// out[512], one block per lane of eight 32-bit AVX2 lanes: the same bytes
+/// as chacha_blocks4 twice. Callers check detail::cpu_has_avx2() first.
 template <int Rounds = 20>
 __attribute__((target("avx2"))) void chacha_blocks8_avx2(const std::uint32_t key[8], std::uint32_t counter,
                                                          const std::uint32_t nonce[3], std::uint8_t out[512]) noexcept {
