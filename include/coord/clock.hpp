@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -215,6 +216,16 @@ inline std::string format_utc(std::chrono::sys_time<std::chrono::milliseconds> t
                   static_cast<int>(hms.seconds().count()), static_cast<int>(hms.subseconds().count()));
     return buf;
 }
+
+namespace detail {
+/// Millisecond `ms` in nanoseconds, saturated to the int64 range: the tick
+/// and millisecond bounds the ID generators compare clock readings with (a
+/// saturated bound only sends them down their exact path).
+constexpr std::int64_t ns_of_ms_saturated(std::int64_t ms) noexcept {
+    constexpr auto hi = std::numeric_limits<std::int64_t>::max(), lo = std::numeric_limits<std::int64_t>::min();
+    return ms > hi / 1'000'000 ? hi : ms < lo / 1'000'000 ? lo : ms * 1'000'000;
+}
+}  // namespace detail
 
 /// Nanoseconds since the clock's epoch: how stores persist a time point.
 template <class TimePoint>

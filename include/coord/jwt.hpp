@@ -34,6 +34,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/base64url.hpp"
+#include "coord/detail/config.hpp"
 #include "coord/detail/json.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -892,7 +893,7 @@ struct claims_access {
             ref.size = static_cast<std::uint32_t>(u.size());
             c.decoded_ += u;
         };
-        const bool ok = r.read_object([&](const json::value& k, const json::value& v) __attribute__((always_inline)) {
+        const bool ok = r.read_object([&](const json::value& k, const json::value& v) COORD_ALWAYS_INLINE_LAMBDA {
             // Every registered claim name has three letters: most members end here.
             if (!k.escaped && k.body().size() != 3) return true;
             const std::string unescaped = k.escaped ? json::unescape(k) : std::string();
@@ -1357,15 +1358,15 @@ errc basic_validator<Clock, Revocation>::verify_into(std::string_view token, hea
     std::string header_heap;
     std::string_view header_text;
     if (h64.size() % 4 == 1) return errc::token_bad_encoding;
-    if (remembered) {
-        // Decoded and judged before, byte for byte: nothing to redo.
-    } else if (detail::base64url_decoded_size(h64.size()) <= header_buffer.size()) {
-        if (!detail::base64url_decode(h64, reinterpret_cast<unsigned char*>(header_buffer.data())))
-            return errc::token_bad_encoding;
-        header_text = std::string_view(header_buffer.data(), detail::base64url_decoded_size(h64.size()));
-    } else {
-        if (!detail::base64url_decode(h64, header_heap)) return errc::token_bad_encoding;
-        header_text = header_heap;
+    if (!remembered) {  // a remembered header was decoded and judged before, byte for byte
+        if (detail::base64url_decoded_size(h64.size()) <= header_buffer.size()) {
+            if (!detail::base64url_decode(h64, reinterpret_cast<unsigned char*>(header_buffer.data())))
+                return errc::token_bad_encoding;
+            header_text = std::string_view(header_buffer.data(), detail::base64url_decoded_size(h64.size()));
+        } else {
+            if (!detail::base64url_decode(h64, header_heap)) return errc::token_bad_encoding;
+            header_text = header_heap;
+        }
     }
     if (p64.size() % 4 == 1 || s64.size() % 4 == 1) return errc::token_bad_encoding;
     if (!detail::base64url_decode(p64, reinterpret_cast<unsigned char*>(detail::prepare_payload(

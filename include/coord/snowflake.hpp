@@ -366,12 +366,9 @@ private:
             return ns / 1'000'000;
         return -((-ns + 999'999) / 1'000'000);
     }
-    // The clock nanosecond at which tick t starts, saturated to the int64
-    // range (a saturated bound only sends next() down the exact path).
+    // The clock nanosecond at which tick t starts (saturated).
     static constexpr std::int64_t tick_start_ns(std::int64_t t) noexcept {
-        constexpr auto hi = std::numeric_limits<std::int64_t>::max(), lo = std::numeric_limits<std::int64_t>::min();
-        const auto ms = Layout::tick_start(t);
-        return ms > hi / 1'000'000 ? hi : ms < lo / 1'000'000 ? lo : ms * 1'000'000;
+        return detail::ns_of_ms_saturated(Layout::tick_start(t));
     }
     static std::int64_t tick_of_state(std::uint64_t state) noexcept {
         return static_cast<std::int64_t>(state >> seq_shift) - 1;

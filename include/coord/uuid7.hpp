@@ -293,15 +293,10 @@ struct uuid7_step {
         if (now_ns >= start_ns && now_ns < end_ns && (cur & 0xFFFF) != 0xFFFF && cur != 0) return cur + 1;
         return 0;
     }
-    /// The Unix-ns bounds of a counter state's millisecond, saturated to the
-    /// int64 range (saturation only sends the caller down the full step).
+    /// The Unix-ns bounds of a counter state's millisecond (saturated).
     static std::pair<std::int64_t, std::int64_t> ms_bounds(std::uint64_t cur) noexcept {
-        constexpr auto hi = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-        const auto ms = cur >> 16;
-        auto ns = [&](std::uint64_t m) {
-            return m > hi / 1'000'000 ? static_cast<std::int64_t>(hi) : static_cast<std::int64_t>(m * 1'000'000);
-        };
-        return {ns(ms), ns(ms + 1)};
+        const auto ms = static_cast<std::int64_t>(cur >> 16);  // 48 bits
+        return {detail::ns_of_ms_saturated(ms), detail::ns_of_ms_saturated(ms + 1)};
     }
 
     template <class Random>

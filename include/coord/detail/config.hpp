@@ -26,6 +26,14 @@
 #define COORD_ALWAYS_INLINE inline
 #endif
 
+// COORD_ALWAYS_INLINE_LAMBDA, written after a lambda's parameter list, asks
+// the same of a lambda (the claims reader's per-member callback).
+#if defined(__GNUC__) || defined(__clang__)
+#define COORD_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define COORD_ALWAYS_INLINE_LAMBDA
+#endif
+
 // COORD_X86_SIMD marks x86-64 builds on GCC or Clang, where coord carries
 // AVX2 paths (base64url decoding, ChaCha) chosen at run time by
 // detail::cpu_has_avx2(); other builds use the portable code only.
