@@ -365,6 +365,65 @@ TEST_F(Snowflake, PausedPastItsLeaseStopsInsteadOfRiskingDuplicates) {
     EXPECT_EQ(a.next().error(), coord::errc::lease_lost);
 }
 
+// A generator that issued nothing for longer than its node lease's term
+// keeps working: the next call takes the node id again (nobody else holds
+// it) and issues above everything before.
+TEST_F(Snowflake, IdleForAnHourThenIssuesAgain) {
+    auto o = opts(5);
+    o.node_lease_ttl = 10s;
+    gen_t<> a{store, o, clock};
+    std::uint64_t last = 0;
+    for (int i = 0; i < 50; ++i) last = *a.next();
+    clock.advance(1h);
+    auto id = a.next();
+    ASSERT_TRUE(id) << id.error().message();
+    EXPECT_GT(*id, last);
+    EXPECT_FALSE(a.stats().lease_lost);
+    EXPECT_EQ(a.stats().lease_reacquisitions, 1u);
+    // It holds the node id again: a second generator with it is refused.
+    gen_t<> b{store, o, clock};
+    EXPECT_EQ(b.next().error(), coord::errc::lease_held);
+    // And it keeps renewing from there on.
+    for (int i = 0; i < 20; ++i) {
+        clock.advance(2s);
+        ASSERT_TRUE(a.next());
+    }
+    EXPECT_EQ(a.stats().lease_reacquisitions, 1u);
+}
+
+// Idle while another generator takes the node id, issues and lets it go:
+// while the other holds it the idle one is refused (lease_lost); once it is
+// free the idle one takes it again and issues above every ID of the other,
+// even with its clock set back.
+TEST_F(Snowflake, IdleWhileAnotherTakesAndReleasesTheNodeId) {
+    auto o = opts(6);
+    o.node_lease_ttl = 10s;
+    o.reserve_ahead = 2s;
+    gen_t<> a{store, o, clock};
+    std::set<std::uint64_t> seen;
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(seen.insert(*a.next()).second);
+    clock.advance(11s);
+    std::uint64_t b_max = 0;
+    {
+        gen_t<> b{store, o, clock};
+        for (int i = 0; i < 100; ++i) {
+            const auto id = *b.next();
+            ASSERT_TRUE(seen.insert(id).second);
+            b_max = std::max(b_max, id);
+        }
+        EXPECT_EQ(a.next().error(), coord::errc::lease_lost);
+        EXPECT_TRUE(a.stats().lease_lost);
+    }  // b releases the node id; its reservation runs 2 s ahead of the clock
+    clock.advance(1s);  // past a's retry interval (1/20 of the term)
+    clock.advance(-500ms);
+    auto id = a.next();
+    ASSERT_TRUE(id) << id.error().message();
+    EXPECT_GT(*id, b_max);
+    EXPECT_TRUE(seen.insert(*id).second);
+    EXPECT_FALSE(a.stats().lease_lost);
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(seen.insert(*a.next()).second);
+}
+
 // Even when the stale generator's lease check passes (its own clock says it
 // still holds the lease), the store refuses its reservation extension
 // because a newer lease token fenced the reservation.

@@ -218,6 +218,14 @@ inline std::string format_utc(std::chrono::sys_time<std::chrono::milliseconds> t
 }
 
 namespace detail {
+/// a + b, saturated to the int64 range.
+constexpr std::int64_t add_saturated(std::int64_t a, std::int64_t b) noexcept {
+    std::int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<std::int64_t>::max()
+                                                       : std::numeric_limits<std::int64_t>::min();
+    return r;
+}
+
 /// Millisecond `ms` in nanoseconds, saturated to the int64 range: the tick
 /// and millisecond bounds the ID generators compare clock readings with (a
 /// saturated bound only sends them down their exact path).

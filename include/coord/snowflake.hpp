@@ -18,8 +18,10 @@
 // - holds its node id through a lease, so a second live generator with the
 //   same node id is refused; the reservation is fenced by the lease token, so
 //   even a generator that paused past its lease cannot extend into the new
-//   holder's range, and one whose lease cannot be renewed in time stops
-//   (errc::lease_lost) rather than risk a duplicate.
+//   holder's range. A generator that was idle past its term takes the node
+//   id again on its next call when nobody else holds it, starting above the
+//   store's reservation (so above anything a holder in between issued);
+//   errc::lease_lost means another generator really holds the node id now.
 //
 // Layout (default: Twitter's 41/10/12 bits, 1 ms ticks, epoch 1288834974657):
 //
@@ -175,7 +177,8 @@ struct snowflake_event {
         sequence_exhausted,    ///< a tick's sequence ran out
         reservation_extended,  ///< the store's reserved-until moved `amount` ahead
         lease_renewed,         ///< the node lease was renewed
-        lease_lost,            ///< the node lease could not be renewed in time: issuing stopped
+        lease_lost,            ///< another generator holds the node id: issuing stopped until it is free
+        lease_reacquired,      ///< the node lease, ended while idle, was taken again
     } kind;
     std::chrono::nanoseconds amount{0};
 };
@@ -187,7 +190,8 @@ struct snowflake_stats {
     std::uint64_t sequence_exhausted = 0;  ///< calls that found the tick's sequence used up
     std::uint64_t reservations = 0;        ///< store writes extending the reservation
     std::uint64_t lease_renewals = 0;
-    bool lease_lost = false;
+    std::uint64_t lease_reacquisitions = 0;  ///< node leases taken again after their term ended
+    bool lease_lost = false;                 ///< another generator holds the node id now
 };
 
 /// Generator settings. Out-of-range values make the constructor throw
@@ -211,9 +215,13 @@ struct snowflake_options {
     std::string name = "snowflake";
     /// Hold the node id through a lease (when the store is a lease_store).
     bool hold_node_lease = true;
-    /// The node lease's term; it is renewed after a third of it. When 9/10 of
-    /// it pass without a renewal, issuing waits for one and stops for good
-    /// (errc::lease_lost) if it fails.
+    /// The node lease's term; it is renewed after a third of it by whichever
+    /// call finds it due. When 9/10 of it pass without a renewal (an idle
+    /// generator, an unreachable store), nothing is issued until the lease is
+    /// renewed or taken again: the next call renews it, or, when the term
+    /// ended on the store's clock, acquires the node id again if nobody else
+    /// holds it (errc::lease_lost when somebody does; the store's error
+    /// when it cannot be reached). Retries are at most every 1/20 of the term.
     std::chrono::milliseconds node_lease_ttl{10000};
     /// Called on slow paths (rollback, exhaustion, reservation, lease); may be
     /// called from several threads at once.
@@ -280,8 +288,10 @@ public:
     /// The next ID: above every ID this generator issued before and every
     /// ID a previous run with this node id and store may have issued.
     /// Refusals: errc::clock_rollback, errc::sequence_exhausted (reject
-    /// policy), errc::time_exhausted (the layout ran out), errc::lease_lost,
-    /// the store's error when a reservation or lease renewal is due.
+    /// policy), errc::time_exhausted (the layout ran out), errc::lease_lost
+    /// (another generator holds the node id now; a later call takes it again
+    /// once it is free), the store's error when a reservation or lease
+    /// renewal is due and the store cannot be reached.
     result<id_type> next() {
         // The common cases in a straight line: the same tick with sequence
         // left, or a later tick inside the reservation. Everything else
@@ -341,6 +351,7 @@ public:
         s.reservations = reservations_.load(std::memory_order_relaxed);
         s.lease_renewals = renewals_.load(std::memory_order_relaxed);
         s.lease_lost = lost_.load(std::memory_order_relaxed);
+        s.lease_reacquisitions = reacquired_.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -425,7 +436,7 @@ private:
                 seq = cur_seq + 1;
             } else {
                 const auto behind = std::chrono::milliseconds{(cur_tick - now_tick) * Layout::tick.count()};
-                if (cur == start_state_ && behind <= opt_.reserve_ahead) {
+                if (cur == start_state_.load(std::memory_order_relaxed) && behind <= opt_.reserve_ahead) {
                     // Nothing issued yet and the clock is inside the previous
                     // run's reservation: a restart, not a step back. Wait it out.
                     clock_.sleep_until(time_of_tick(cur_tick + 1));
@@ -462,7 +473,6 @@ private:
 
     result<void> start_locked() {
         if (started_.load(std::memory_order_relaxed)) return {};
-        if (lost_.load(std::memory_order_relaxed)) return unexpected(make_error_code(errc::lease_lost));
         const auto now_ns = since_epoch_ns(clock_.now());
         fence_token token = 0;
         if constexpr (lease_store<Store>) {
@@ -484,8 +494,8 @@ private:
         }
         // The previous run may have issued on any tick starting before *r.
         const auto first_free = std::max<std::int64_t>(0, Layout::tick_of(*r - 1) + 1);
-        start_state_ = pack(first_free - 1, Layout::max_sequence);
-        last_.store(start_state_, std::memory_order_release);
+        start_state_.store(pack(first_free - 1, Layout::max_sequence), std::memory_order_relaxed);
+        last_.store(pack(first_free - 1, Layout::max_sequence), std::memory_order_release);
         reserved_tick_.store(first_free - 1, std::memory_order_release);
         started_.store(true, std::memory_order_release);
         return {};
@@ -496,12 +506,12 @@ private:
     result<void> extend_reservation(std::int64_t tick, std::int64_t now_ns) {
         std::lock_guard lk(mutex_);
         if (tick <= reserved_tick_.load(std::memory_order_relaxed)) return {};
-        if (lost_.load(std::memory_order_relaxed)) return unexpected(make_error_code(errc::lease_lost));
-        if (lease_ && now_ns >= deadline_ns_) return lose_lease();
+        if (auto held = maintain_lease_locked(now_ns); !held) return held;
+        if (tick <= reserved_tick_.load(std::memory_order_relaxed)) return {};
         const auto until = Layout::tick_start(tick) + std::max(opt_.reserve_ahead, Layout::tick).count();
         auto r = store_->time_reserve(key_, until, token_);
         if (!r) {
-            if (r.error() == errc::stale_fence) return lose_lease();
+            if (r.error() == errc::stale_fence) return lose_lease(now_ns);  // a newer holder fenced us out
             return unexpected(r.error().code);
         }
         reservations_.fetch_add(1, std::memory_order_relaxed);
@@ -518,24 +528,41 @@ private:
         slow_at_ns_.store(renew_at_ns_, std::memory_order_release);
     }
 
-    result<void> lose_lease() {
+    // Another generator holds the node id now: nothing is issued; a later
+    // call (at most every 1/20 of the term) tries to take it again.
+    result<void> lose_lease(std::int64_t now_ns) {
+        lease_.reset();
         lost_.store(true, std::memory_order_relaxed);
         slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
+        retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
+        last_lease_error_ = make_error_code(errc::lease_lost);
         emit(snowflake_event::lease_lost, {});
-        return unexpected(make_error_code(errc::lease_lost));
+        return unexpected(last_lease_error_);
+    }
+    std::int64_t retry_interval_ns() const {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(opt_.node_lease_ttl).count() / 20;
     }
 
-    // Renews the node lease when due; past the deadline without a renewal the
-    // generator stops for good.
     result<void> maintain_lease(std::int64_t now_ns) {
         std::lock_guard lk(mutex_);
-        if (lost_.load(std::memory_order_relaxed)) return unexpected(make_error_code(errc::lease_lost));
+        return maintain_lease_locked(now_ns);
+    }
+
+    // Makes sure the node lease is held at now_ns: renews it when due; past
+    // the deadline nothing is issued until a renewal succeeds (a success
+    // proves nobody else held the node id meanwhile: they would have a newer
+    // token) or, when the term ended on the store's clock, the node id is
+    // acquired again.
+    result<void> maintain_lease_locked(std::int64_t now_ns) {
         if constexpr (lease_store<Store>) {
-            if (!lease_ || now_ns < renew_at_ns_) return {};
-            // Past the deadline nothing is issued until a renewal succeeds: a
-            // success proves nobody else held the node id meanwhile (they
-            // would have a newer token), any failure ends this generator.
+            if (!opt_.hold_node_lease) {
+                slow_at_ns_.store(never, std::memory_order_release);
+                return {};
+            }
+            if (!lease_) return reacquire_locked(now_ns);
+            if (now_ns < renew_at_ns_) return {};
             const bool overdue = now_ns >= deadline_ns_;
+            if (overdue && now_ns < retry_at_ns_) return unexpected(last_lease_error_);
             auto r = store_->lease_renew(lease_->name, lease_->owner, lease_->token, opt_.node_lease_ttl);
             if (r) {
                 renewals_.fetch_add(1, std::memory_order_relaxed);
@@ -543,13 +570,68 @@ private:
                 emit(snowflake_event::lease_renewed, {});
                 return {};
             }
-            if (overdue || r.error() == errc::not_lease_holder || r.error() == errc::lease_expired) return lose_lease();
+            if (r.error() == errc::not_lease_holder || r.error() == errc::lease_expired) {
+                // The term ended on the store's clock: take the node id again if it is free.
+                lease_.reset();
+                retry_at_ns_ = std::numeric_limits<std::int64_t>::min();
+                return reacquire_locked(now_ns);
+            }
             // The store is unreachable: keep issuing until the deadline, retry soon.
-            const auto retry = std::chrono::duration_cast<std::chrono::nanoseconds>(opt_.node_lease_ttl).count() / 20;
-            slow_at_ns_.store(std::min(now_ns + retry, deadline_ns_), std::memory_order_release);
+            const auto retry = detail::add_saturated(now_ns, retry_interval_ns());
+            if (!overdue) {
+                slow_at_ns_.store(std::min(retry, deadline_ns_), std::memory_order_release);
+                return {};
+            }
+            retry_at_ns_ = retry;
+            last_lease_error_ = r.error().code;
+            slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
+            return unexpected(last_lease_error_);
+        } else {
+            (void)now_ns;
+            slow_at_ns_.store(never, std::memory_order_release);
+            return {};
+        }
+    }
+
+    // Acquires the node lease again after its term ended, and starts above
+    // the store's reservation: a holder in between may have issued up to it.
+    result<void> reacquire_locked(std::int64_t now_ns) {
+        if constexpr (lease_store<Store>) {
+            slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
+            if (now_ns < retry_at_ns_) return unexpected(last_lease_error_);
+            auto l = store_->lease_acquire(lease_name_, owner_, opt_.node_lease_ttl);
+            if (!l) {
+                if (l.error() == errc::lease_held) return lose_lease(now_ns);
+                retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
+                last_lease_error_ = l.error().code;
+                return unexpected(last_lease_error_);
+            }
+            auto r = store_->time_reserve(key_, 0, l->token);
+            if (!r) {
+                (void)store_->lease_release(l->name, l->owner, l->token);
+                retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
+                last_lease_error_ = r.error().code;
+                return unexpected(last_lease_error_);
+            }
+            lease_ = std::move(*l);
+            token_ = lease_->token;
+            // Everything below the store's reserved-until may have been issued.
+            const auto floor_tick = std::max<std::int64_t>(-1, Layout::tick_of(*r - 1));
+            const auto floor_state = pack(floor_tick, Layout::max_sequence);
+            auto cur = last_.load(std::memory_order_acquire);
+            while (cur < floor_state &&
+                   !last_.compare_exchange_weak(cur, floor_state, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            }
+            if (cur < floor_state) start_state_.store(floor_state, std::memory_order_relaxed);
+            if (floor_tick > reserved_tick_.load(std::memory_order_relaxed))
+                reserved_tick_.store(floor_tick, std::memory_order_release);
+            lost_.store(false, std::memory_order_relaxed);
+            reacquired_.fetch_add(1, std::memory_order_relaxed);
+            lease_granted(now_ns);
+            emit(snowflake_event::lease_reacquired, {});
             return {};
         } else {
-            slow_at_ns_.store(never, std::memory_order_release);
+            (void)now_ns;
             return {};
         }
     }
@@ -573,9 +655,12 @@ private:
     // renewal is due, or (before start and after a lost lease) always.
     std::atomic<std::int64_t> slow_at_ns_{std::numeric_limits<std::int64_t>::min()};
     std::atomic<bool> started_{false};
-    std::uint64_t start_state_ = 0;  // last_ as start() left it (written before started_)
-    std::atomic<bool> lost_{false};
-    std::atomic<std::uint64_t> rollbacks_{0}, borrowed_ids_{0}, exhausted_{0}, reservations_{0}, renewals_{0};
+    // last_ as start() (or a re-acquired lease) left it: a clock behind it is
+    // a restart inside the reservation, not a step back.
+    std::atomic<std::uint64_t> start_state_{0};
+    std::atomic<bool> lost_{false};  // another generator holds the node id (stats)
+    std::atomic<std::uint64_t> rollbacks_{0}, borrowed_ids_{0}, exhausted_{0}, reservations_{0}, renewals_{0},
+        reacquired_{0};
 
     // Slow path, under mutex_.
     std::mutex mutex_;
@@ -583,6 +668,8 @@ private:
     fence_token token_ = 0;
     std::int64_t deadline_ns_ = never;
     std::int64_t renew_at_ns_ = never;
+    std::int64_t retry_at_ns_ = std::numeric_limits<std::int64_t>::min();  // no store call before this
+    std::error_code last_lease_error_;
 };
 
 /// The everyday generator: default layout, the wall clock, the memory store
