@@ -21,7 +21,7 @@ BENCHMARK(BM_Floor_MutexLockUnlock);
 void BM_Ledger_RunOnce(benchmark::State& state) {
     coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 10 / 13}};
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     const auto base = std::chrono::sys_days{std::chrono::year{2026} / 10 / 13};
     std::int64_t n = 0;
     for (auto _ : state) {
@@ -35,7 +35,7 @@ BENCHMARK(BM_Ledger_RunOnce);
 void BM_Ledger_Replay(benchmark::State& state) {
     coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 10 / 13}};
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     const auto s = *coord::slot::parse("billing@2026-10-13T00:00Z");
     auto effect = [](const coord::ledger_context&) { return std::string("ok"); };
     (void)ledger.run(s, "worker", "", effect);

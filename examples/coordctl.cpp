@@ -15,11 +15,17 @@
 //   coordctl segment next --store file:PATH --tag T [-n COUNT]
 //   coordctl uuid7 [-n COUNT]
 //   coordctl uuid inspect UUID
-//   coordctl ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]
+//   coordctl ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]
+//   coordctl ledger claim --store file:PATH --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]
+//   coordctl session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]
+//   coordctl session load|revoke --store postgres:CONNINFO --id ID
 //   coordctl schedule next --cron EXPR --tz ZONE [--from ISO] [-n COUNT]
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
-#include <unistd.h>
 #include <chrono>
 #include <cstdint>
 #include <cerrno>
@@ -38,6 +44,7 @@
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
+#include "coord/session.hpp"
 #include "coord/snowflake.hpp"
 #if defined(COORD_HAS_SCHEDULE)
 #include "coord/schedule.hpp"
@@ -69,8 +76,11 @@ constexpr const char* usage_text =
     "  segment next --store file:PATH --tag T [-n COUNT]\n"
     "  uuid7 [-n COUNT]\n"
     "  uuid inspect UUID\n"
-    "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H]\n"
-    "                (the effect appends the line SLOT to F)\n"
+    "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]\n"
+    "                (the effect appends the line SLOT to F unless F holds it: idempotent per slot)\n"
+    "  ledger claim --store file:PATH --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]\n"
+    "  session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]\n"
+    "  session load|revoke --store postgres:CONNINFO --id ID\n"
     "  schedule next --cron EXPR --tz ZONE [--from YYYY-MM-DDTHH:MM[:SS]Z] [-n COUNT]\n"
     "  jwt verify (--key PEM_FILE --alg ALG | --secret-file FILE --alg ALG | --jwks FILE)\n"
     "             [--iss ISS] [--aud AUD] [--leeway SECONDS]   (token on standard input)\n"
@@ -83,6 +93,35 @@ struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/// A stored or given string as one unambiguous token of output: a backslash
+/// and every byte below 0x20, 0x7f and above are escaped (\\, \n, \t, \r,
+/// \xHH), so a value like "x\ntoken=999" cannot forge an output line.
+std::string printable(std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (c < 0x20 || c >= 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else out += ch;
+    }
+    return out;
+}
+
+/// A refusal of an ID stream: to standard error (standard output carries
+/// only IDs), exit 3.
+int refused(const std::string& why) {
+    std::fprintf(stderr, "refused: %s\n", why.c_str());
+    return exit_refused;
+}
+
 /// `--name value` options of one subcommand, checked against what it accepts.
 class options {
 public:
@@ -91,9 +130,10 @@ public:
             const auto a = args[i];
             // "--name value", and "-n value" for single-letter options.
             const auto name = a.substr(0, 2) == "--" ? a.substr(2) : a.size() == 2 && a[0] == '-' ? a.substr(1) : "";
-            if (name.empty() || !allowed.count(name)) throw usage_error("unknown option: " + std::string(a));
-            if (i + 1 >= args.size()) throw usage_error("option needs a value: " + std::string(a));
-            values_[std::string(name)] = std::string(args[++i]);
+            if (name.empty() || !allowed.count(name)) throw usage_error("unknown option: " + printable(a));
+            if (i + 1 >= args.size()) throw usage_error("option needs a value: " + printable(a));
+            if (!values_.emplace(std::string(name), std::string(args[++i])).second)
+                throw usage_error("option given more than once: " + printable(a));
         }
     }
     bool has(const std::string& name) const { return values_.count(name) != 0; }
@@ -114,6 +154,15 @@ public:
 private:
     std::map<std::string, std::string> values_;
 };
+
+/// A name given on the command line (key, lease name, owner, tag, user,
+/// worker): non-empty, valid UTF-8 without NUL, the same on every store.
+const std::string& name_option(const options& o, const std::string& option) {
+    const auto& v = o.required(option);
+    if (v.empty()) throw usage_error("--" + option + " must not be empty");
+    if (!coord::detail::valid_name_text(v)) throw usage_error("--" + option + " must be valid UTF-8 text, got '" + printable(v) + "'");
+    return v;
+}
 
 int infra(const coord::file_store& s, std::error_code ec) {
     std::fprintf(stderr, "error: %s: %s\n", s.path().c_str(), ec.message().c_str());
@@ -138,7 +187,10 @@ int with_store(const options& o, F&& f) {
     }
 #if defined(COORD_HAS_POSTGRES)
     if (spec.rfind("postgres:", 0) == 0) {
-        coord::postgres::store store(spec.substr(9));
+        const auto conninfo = spec.substr(9);
+        if (auto why = coord::postgres::conninfo_error(conninfo))
+            throw usage_error("--store postgres:CONNINFO: " + printable(*why));
+        coord::postgres::store store(conninfo);
         return f(store);
     }
     throw usage_error("--store must be file:PATH or postgres:CONNINFO, got '" + spec + "'");
@@ -151,9 +203,10 @@ int fence_command(std::string_view verb, const std::vector<std::string_view>& ar
     if (verb == "write") {
         options o(args, {"store", "key", "token", "value"});
         const auto token = o.number("token");
+        const auto& key = name_option(o, "key");
         return with_store(o, [&](auto& store) {
             coord::basic_keyed_fenced_resource res{store};
-            auto r = res.write(o.required("key"), token, o.required("value"));
+            auto r = res.write(key, token, o.required("value"));
             if (r) {
                 std::puts("accepted");
                 return exit_ok;
@@ -167,21 +220,22 @@ int fence_command(std::string_view verb, const std::vector<std::string_view>& ar
     }
     if (verb == "read") {
         options o(args, {"store", "key"});
+        const auto& key = name_option(o, "key");
         return with_store(o, [&](auto& store) {
             coord::basic_keyed_fenced_resource res{store};
-            auto r = res.read(o.required("key"));
+            auto r = res.read(key);
             if (!r) return infra(store, r.error());
-            std::printf("fence=%llu value=%s\n", static_cast<unsigned long long>(r->fence), r->value.c_str());
+            std::printf("fence=%llu value=%s\n", static_cast<unsigned long long>(r->fence), printable(r->value).c_str());
             return exit_ok;
         });
     }
-    throw usage_error("unknown fence command: " + std::string(verb));
+    throw usage_error("unknown fence command: " + printable(verb));
 }
 
 template <class Store>
 int lease_refusal(const Store& store, const coord::lease_error& e) {
     if (e == coord::errc::lease_held) {
-        std::printf("held by %s\n", e.holder.c_str());
+        std::printf("held by %s\n", printable(e.holder).c_str());
         return exit_refused;
     }
     if (e == coord::errc::not_lease_holder) {
@@ -200,9 +254,8 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
         options o(args, {"store", "name", "owner", "ttl"});
         const auto ttl = o.number("ttl");
         if (ttl == 0 || ttl > 100ull * 365 * 24 * 3600 * 1000) throw usage_error("--ttl must be 1 ms to 100 years");
-        const auto& name = o.required("name");
-        const auto& owner = o.required("owner");
-        if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
+        const auto& name = name_option(o, "name");
+        const auto& owner = name_option(o, "owner");
         return with_store(o, [&](auto& store) {
             coord::basic_lease_manager leases{store};
             auto r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
@@ -213,9 +266,8 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
     }
     if (verb == "renew" || verb == "release") {
         options o(args, {"store", "name", "owner"});
-        const auto& name = o.required("name");
-        const auto& owner = o.required("owner");
-        if (name.empty() || owner.empty()) throw usage_error("--name and --owner must not be empty");
+        const auto& name = name_option(o, "name");
+        const auto& owner = name_option(o, "owner");
         return with_store(o, [&](auto& store) {
             coord::basic_lease_manager leases{store};
             if (verb == "release") {
@@ -230,7 +282,7 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
             return exit_ok;
         });
     }
-    throw usage_error("unknown lease command: " + std::string(verb));
+    throw usage_error("unknown lease command: " + printable(verb));
 }
 
 template <class Store>
@@ -243,16 +295,12 @@ int snowflake_next(Store& store, std::uint64_t node, std::uint64_t count) {
         auto id = ids.next();
         if (!id) {
             std::fputs(out.c_str(), stdout);
-            if (id.error() == coord::errc::lease_held) {
-                std::printf("node %llu is held by another generator\n", static_cast<unsigned long long>(node));
-                return exit_refused;
-            }
+            std::fflush(stdout);
+            if (id.error() == coord::errc::lease_held || id.error() == coord::errc::lease_lost)
+                return refused("node " + std::to_string(node) + " is held by another generator");
             for (auto rule : {coord::errc::clock_rollback, coord::errc::sequence_exhausted, coord::errc::time_exhausted,
-                              coord::errc::lease_lost, coord::errc::stale_fence})
-                if (id.error() == rule) {
-                    std::printf("refused: %s\n", id.error().message().c_str());
-                    return exit_refused;
-                }
+                              coord::errc::stale_fence})
+                if (id.error() == rule) return refused(id.error().message());
             std::fprintf(stderr, "error: %s\n", id.error().message().c_str());
             return exit_infra;
         }
@@ -284,20 +332,19 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
     if (verb == "decode") {
         if (args.size() != 1) throw usage_error("snowflake decode takes one ID");
         auto id = coord::default_layout::parse(args[0]);
-        if (!id) throw usage_error("not a Snowflake ID of the default layout: '" + std::string(args[0]) + "'");
+        if (!id) throw usage_error("not a Snowflake ID of the default layout: '" + printable(args[0]) + "'");
         const auto p = coord::default_layout::decode(*id);
         std::printf("time=%s node=%llu seq=%llu\n", coord::format_utc(p.time).c_str(),
                     static_cast<unsigned long long>(p.node), static_cast<unsigned long long>(p.sequence));
         return exit_ok;
     }
-    throw usage_error("unknown snowflake command: " + std::string(verb));
+    throw usage_error("unknown snowflake command: " + printable(verb));
 }
 
 int segment_command(std::string_view verb, const std::vector<std::string_view>& args) {
-    if (verb != "next") throw usage_error("unknown segment command: " + std::string(verb));
+    if (verb != "next") throw usage_error("unknown segment command: " + printable(verb));
     options o(args, {"store", "tag", "n"});
-    const auto& tag = o.required("tag");
-    if (tag.empty()) throw usage_error("--tag must not be empty");
+    const auto& tag = name_option(o, "tag");
     const auto count = o.has("n") ? o.number("n") : 1;
     if (count < 1 || count > 10'000'000) throw usage_error("-n must be 1..10000000");
     return with_store(o, [&](auto& store) {
@@ -317,10 +364,8 @@ int segment_command(std::string_view verb, const std::vector<std::string_view>& 
                     continue;
                 }
                 std::fputs(out.c_str(), stdout);
-                if (id.error() == coord::errc::range_exhausted) {
-                    std::puts("refused: ID range exhausted");
-                    return exit_refused;
-                }
+                std::fflush(stdout);
+                if (id.error() == coord::errc::range_exhausted) return refused("ID range exhausted");
                 const auto cause = gen.stats(tag).last_error;
                 return infra(store, cause ? cause : id.error());
             }
@@ -344,8 +389,8 @@ int uuid7_command(const std::vector<std::string_view>& args) {
         auto u = gen.next();
         if (!u) {
             std::fputs(out.c_str(), stdout);
-            std::printf("refused: %s\n", u.error().message().c_str());
-            return exit_refused;
+            std::fflush(stdout);
+            return refused(u.error().message());
         }
         u->to_chars(text);
         out.append(text, 36);
@@ -356,10 +401,10 @@ int uuid7_command(const std::vector<std::string_view>& args) {
 }
 
 int uuid_command(std::string_view verb, const std::vector<std::string_view>& args) {
-    if (verb != "inspect") throw usage_error("unknown uuid command: " + std::string(verb));
+    if (verb != "inspect") throw usage_error("unknown uuid command: " + printable(verb));
     if (args.size() != 1) throw usage_error("uuid inspect takes one UUID");
     auto u = coord::uuid::parse(args[0]);
-    if (!u) throw usage_error("not a UUID: '" + std::string(args[0]) + "'");
+    if (!u) throw usage_error("not a UUID: '" + printable(args[0]) + "'");
     const char* variant = "future";
     switch (u->variant()) {
     case coord::uuid::variant_kind::ncs: variant = "ncs"; break;
@@ -373,12 +418,47 @@ int uuid_command(std::string_view verb, const std::vector<std::string_view>& arg
     return exit_ok;
 }
 
-int ledger_command(std::string_view verb, const std::vector<std::string_view>& args) {
-    if (verb != "run") throw usage_error("unknown ledger command: " + std::string(verb));
-    options o(args, {"store", "slot", "effect-file", "replay-window-hours"});
-    auto slot = coord::slot::parse(o.required("slot"));
-    if (!slot) throw usage_error("--slot must be job@YYYY-MM-DDTHH:MM[:SS]Z, got '" + o.required("slot") + "'");
-    const auto& effect_file = o.required("effect-file");
+/// The ledger run's effect, idempotent per slot: under an exclusive lock on
+/// the effect file, append the line SLOT unless the file already holds it.
+/// A run killed after the append and before the done marker (or whose
+/// transaction rolled back after it) is run again once its lease ends; the
+/// rerun finds the line and appends nothing, so the file keeps one line per
+/// slot under a kill at any point. The lock also orders a holder that paused
+/// past its lease against its successor: whichever appends first, the other
+/// finds the line.
+std::string append_once(const std::string& path, const std::string& slot_text) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }  // also drops the lock
+    } guard{fd};
+    if (::flock(fd, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + path + ": " + std::strerror(errno));
+    std::string text;
+    char buf[65536];
+    for (off_t at = 0;;) {
+        const auto n = ::pread(fd, buf, sizeof buf, at);
+        if (n < 0) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+        if (n == 0) break;
+        text.append(buf, static_cast<std::size_t>(n));
+        at += n;
+    }
+    const std::string line = slot_text + "\n";
+    for (std::size_t pos = 0; pos < text.size();) {
+        const auto end = text.find('\n', pos);
+        if (end == std::string::npos) break;
+        if (text.compare(pos, end + 1 - pos, line) == 0) return "already applied";
+        pos = end + 1;
+    }
+    // A line cut off by a crash mid-append is completed by a newline first,
+    // so the slot's line stands alone.
+    const std::string out = (!text.empty() && text.back() != '\n' ? "\n" : "") + line;
+    if (::write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size()) || ::fsync(fd) != 0)
+        throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    return "appended";
+}
+
+coord::ledger_options ledger_options_of(const options& o) {
     coord::ledger_options opt;
     if (o.has("replay-window-hours")) {
         const auto h = o.number("replay-window-hours");
@@ -386,17 +466,58 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
         opt.replay_window = std::chrono::hours(h);
         opt.retention = opt.replay_window + std::chrono::hours(24);
     }
+    if (o.has("lease-ttl")) {
+        const auto ms = o.number("lease-ttl");
+        if (ms < 1 || ms > 30ull * 24 * 3600 * 1000) throw usage_error("--lease-ttl must be 1 ms to 30 days");
+        opt.lease_ttl = std::chrono::milliseconds(ms);
+    }
+    return opt;
+}
+
+coord::slot slot_of(const options& o) {
+    auto slot = coord::slot::parse(o.required("slot"));
+    if (!slot) throw usage_error("--slot must be job@YYYY-MM-DDTHH:MM[:SS]Z, got '" + printable(o.required("slot")) + "'");
+    return std::move(*slot);
+}
+
+int ledger_claim(const std::vector<std::string_view>& args) {
+    options o(args, {"store", "slot", "worker", "lease-ttl", "replay-window-hours"});
+    const auto slot = slot_of(o);
+    const auto& worker = o.required("worker");
+    if (worker.empty()) throw usage_error("--worker must not be empty");
+    const auto opt = ledger_options_of(o);
+    return with_store(o, [&](auto& store) {
+        coord::basic_job_ledger<std::remove_reference_t<decltype(store)>> ledger{store, opt};
+        auto c = ledger.claim(slot, worker);
+        if (!c) return infra(store, c.error());
+        switch (c->kind) {
+        case coord::claim_outcome::granted:
+            std::printf("granted fence=%llu attempt=%u\n", static_cast<unsigned long long>(c->fence), c->attempt);
+            return exit_ok;
+        case coord::claim_outcome::replayed: std::puts("replayed"); return exit_ok;
+        case coord::claim_outcome::in_progress:
+            std::printf("in progress holder=%s\n", printable(c->holder).c_str());
+            return exit_refused;
+        case coord::claim_outcome::payload_mismatch: std::puts("payload mismatch"); return exit_refused;
+        case coord::claim_outcome::expired: std::puts("expired"); return exit_refused;
+        }
+        return exit_infra;
+    });
+}
+
+int ledger_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb == "claim") return ledger_claim(args);
+    if (verb != "run") throw usage_error("unknown ledger command: " + printable(verb));
+    options o(args, {"store", "slot", "effect-file", "replay-window-hours", "lease-ttl"});
+    const auto slot_value = slot_of(o);
+    const auto* slot = &slot_value;
+    const auto& effect_file = o.required("effect-file");
+    const auto opt = ledger_options_of(o);
     return with_store(o, [&](auto& store) {
         coord::basic_job_ledger<std::remove_reference_t<decltype(store)>> ledger{store, opt};
         const auto worker = "coordctl-" + std::to_string(::getpid());
         auto r = ledger.run(*slot, worker, "", [&](const coord::ledger_context&) {
-            std::FILE* f = std::fopen(effect_file.c_str(), "a");
-            if (!f) throw std::runtime_error("cannot open " + effect_file);
-            const auto line = slot->to_string() + "\n";
-            const bool ok = std::fputs(line.c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-            std::fclose(f);
-            if (!ok) throw std::runtime_error("cannot write " + effect_file);
-            return std::string("appended");
+            return append_once(effect_file, slot->to_string());
         });
         if (!r) return infra(store, r.error());
         switch (r->kind) {
@@ -411,9 +532,63 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
     });
 }
 
+// Sessions live in stores that model them (postgres:); each call is one
+// store step judged on the store's clock.
+int session_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    std::set<std::string_view> allowed{"store"};
+    if (verb == "create") allowed.insert({"user", "idle-timeout", "absolute-timeout"});
+    else if (verb == "load" || verb == "revoke") allowed.insert("id");
+    else throw usage_error("unknown session command: " + printable(verb));
+    options o(args, allowed);
+    coord::session_options opt;
+    auto seconds = [&](const char* name, std::chrono::milliseconds& out) {
+        if (!o.has(name)) return;
+        const auto v = o.number(name);
+        if (v < 1 || v > 400ull * 24 * 3600) throw usage_error(std::string("--") + name + " must be 1 to 34560000 seconds");
+        out = std::chrono::seconds(v);
+    };
+    seconds("idle-timeout", opt.idle_timeout);
+    seconds("absolute-timeout", opt.absolute_timeout);
+    if (opt.absolute_timeout < opt.idle_timeout) throw usage_error("--absolute-timeout must be at least --idle-timeout");
+    const std::string user = verb == "create" ? name_option(o, "user") : std::string();
+    const std::string id = verb == "create" ? std::string() : o.required("id");
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        if constexpr (!coord::session_store<Store>) {
+            throw usage_error("this store keeps no sessions (use postgres:CONNINFO)");
+        } else {
+            coord::basic_session_manager<Store> sessions{store, opt};
+            auto refusal = [&](std::error_code ec) {
+                if (ec == coord::errc::session_not_found) return std::puts("not found"), exit_refused;
+                if (ec == coord::errc::session_expired) return std::puts("expired"), exit_refused;
+                return infra(store, ec);
+            };
+            if (verb == "create") {
+                auto s = sessions.create(user);
+                if (!s) return refusal(s.error());
+                std::printf("id=%s remaining=%llds\n", s->id.c_str(),
+                            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(s->remaining).count()));
+                return exit_ok;
+            }
+            if (verb == "load") {
+                auto s = sessions.load(id);
+                if (!s) return refusal(s.error());
+                std::printf("user=%s version=%llu remaining=%llds\n", printable(s->user).c_str(),
+                            static_cast<unsigned long long>(s->version),
+                            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(s->remaining).count()));
+                return exit_ok;
+            }
+            auto r = sessions.revoke(id);
+            if (!r) return infra(store, r.error());
+            std::puts(*r ? "revoked" : "not found");
+            return *r ? exit_ok : exit_refused;
+        }
+    });
+}
+
 int schedule_command(std::string_view verb, const std::vector<std::string_view>& args) {
 #if defined(COORD_HAS_SCHEDULE)
-    if (verb != "next") throw usage_error("unknown schedule command: " + std::string(verb));
+    if (verb != "next") throw usage_error("unknown schedule command: " + printable(verb));
     options o(args, {"cron", "tz", "from", "n"});
     const auto count = o.has("n") ? o.number("n") : 1;
     if (count < 1 || count > 100'000) throw usage_error("-n must be 1..100000");
@@ -531,7 +706,7 @@ int jwt_command(std::string_view verb, const std::vector<std::string_view>& args
         std::printf("%s\n", token->c_str());
         return exit_ok;
     }
-    throw usage_error("unknown jwt command: " + std::string(verb));
+    throw usage_error("unknown jwt command: " + printable(verb));
 }
 #endif
 
@@ -548,12 +723,13 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "uuid") return uuid_command(verb, rest);
     if (primitive == "ledger") return ledger_command(verb, rest);
     if (primitive == "schedule") return schedule_command(verb, rest);
+    if (primitive == "session") return session_command(verb, rest);
 #if defined(COORD_HAS_SESSION)
     if (primitive == "jwt") return jwt_command(verb, rest);
 #else
     if (primitive == "jwt") throw usage_error("coordctl was built without coord::session (install libssl-dev)");
 #endif
-    throw usage_error("unknown command: " + std::string(primitive));
+    throw usage_error("unknown command: " + printable(primitive));
 }
 
 }  // namespace

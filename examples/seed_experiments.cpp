@@ -85,7 +85,7 @@ int snowflake_experiment() {
 int replay_experiment() {
     coord::manual_clock clock{std::chrono::sys_days{std::chrono::year{2026} / 10 / 13} + 9h + 5s};
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     auto slot = coord::slot::parse("billing@2026-10-13T09:00Z");
     if (!slot) return 1;
     int effects = 0;

@@ -62,8 +62,8 @@ TEST(Sha256, Fips180Vectors) {
 }
 
 template <class Store>
-void twenty_threads_one_effect(Store& store, coord::manual_clock clock) {
-    coord::basic_job_ledger<Store, coord::manual_clock> ledger{store, {}, clock};
+void twenty_threads_one_effect(Store& store) {
+    coord::basic_job_ledger<Store> ledger{store, {}};
     const auto s = *slot::parse("billing@2026-10-13T09:00Z");
     std::atomic<int> effects{0}, applied{0}, replayed{0}, in_progress{0};
     std::vector<std::thread> pool;
@@ -87,20 +87,20 @@ void twenty_threads_one_effect(Store& store, coord::manual_clock clock) {
 TEST(JobLedger, TwentyThreadsOnOneSlotGiveOneEffectMemory) {
     coord::manual_clock clock{coord::test::test_epoch()};
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    twenty_threads_one_effect(store, clock);
+    twenty_threads_one_effect(store);
 }
 
 TEST(JobLedger, TwentyThreadsOnOneSlotGiveOneEffectFile) {
     coord::test::scratch_dir dir;
     coord::manual_clock clock{coord::test::test_epoch()};
     coord::basic_file_store<coord::manual_clock> store{dir / "state", clock};
-    twenty_threads_one_effect(store, clock);
+    twenty_threads_one_effect(store);
 }
 
 TEST(JobLedger, ThrowingEffectIsAFailedAttemptAndTheSlotRunsAgain) {
     coord::manual_clock clock{coord::test::test_epoch()};
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     const auto s = *slot::parse("billing@2026-10-13T09:00Z");
     EXPECT_THROW((void)ledger.run(s, "A", "",
                                   [](const coord::ledger_context&) -> std::string { throw std::runtime_error("boom"); }),
@@ -123,7 +123,7 @@ TEST(JobLedger, WorkerKilledBetweenClaimAndCompleteIsTakenOver) {
     o.lease_ttl = 30s;
     coord::test::child_process child([&](int out) {
         coord::basic_file_store<coord::manual_clock> store{path, clock};
-        coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, o, clock};
+        coord::basic_job_ledger<decltype(store)> ledger{store, o};
         auto c = ledger.claim(s, "doomed");
         const char ok = (c && c->kind == coord::claim_outcome::granted) ? 'y' : 'n';
         if (::write(out, &ok, 1) != 1) return 2;
@@ -136,7 +136,7 @@ TEST(JobLedger, WorkerKilledBetweenClaimAndCompleteIsTakenOver) {
     child.wait();
 
     coord::basic_file_store<coord::manual_clock> store{path, clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, o, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, o};
     int effects = 0;
     auto effect = [&](const coord::ledger_context&) {
         ++effects;
@@ -161,7 +161,7 @@ TEST(JobLedger, FileStoreWritesOnlyWhenAClaimIsGranted) {
     coord::test::scratch_dir dir;
     coord::manual_clock clock{coord::test::test_epoch()};
     coord::basic_file_store<coord::manual_clock> store{dir / "state", clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     const auto s = *slot::parse("billing@2026-10-13T09:00Z");
     ASSERT_EQ(ledger.run(s, "A", "", [](const coord::ledger_context&) { return std::string("ok"); })->kind,
               coord::run_outcome::applied);

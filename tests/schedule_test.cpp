@@ -255,7 +255,7 @@ TEST(ScheduleOverlap, PoliciesAndReplaceFencesOffTheOldRun) {
     // A 10-minute job whose 09:00 run is still going at 09:10.
     coord::manual_clock clock{coord::test::test_epoch()};  // 2026-10-13T09:00Z
     coord::basic_memory_store<coord::manual_clock> store{clock};
-    coord::basic_job_ledger<decltype(store), coord::manual_clock> ledger{store, {}, clock};
+    coord::basic_job_ledger<decltype(store)> ledger{store, {}};
     auto sched = *coord::schedule::make("report", "*/10 * * * *", "UTC");
     auto first = *sched.next_after(at("2026-10-13T08:59Z"));
     auto old_run = ledger.claim(first.which, "worker-old");

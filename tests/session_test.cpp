@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,12 +17,13 @@ namespace {
 using namespace std::chrono_literals;
 using coord::errc;
 
-using manager = coord::basic_session_manager<coord::manual_clock, coord::memory_store>;
+using store_type = coord::basic_memory_store<coord::manual_clock>;
+using manager = coord::basic_session_manager<store_type>;
 
 struct fixture {
     coord::manual_clock clock{std::chrono::sys_time<std::chrono::seconds>(std::chrono::seconds(1'700'000'000))};
-    coord::memory_store store;
-    manager sessions{store, {.idle_timeout = 30min, .absolute_timeout = 8h}, clock};
+    store_type store{clock};
+    manager sessions{store, {.idle_timeout = 30min, .absolute_timeout = 8h}};
 };
 
 TEST(Session, CreateAndLoad) {
@@ -43,9 +45,8 @@ TEST(Session, TheStoreKeepsOnlyTheHashOfTheId) {
     fixture f;
     auto s = f.sessions.create("alice");
     ASSERT_TRUE(s);
-    const std::int64_t now = coord::unix_millis(f.clock.now());
-    EXPECT_EQ(f.store.session_load(s->id, now).error(), errc::session_not_found);
-    EXPECT_TRUE(f.store.session_load(manager::hash(s->id), now));
+    EXPECT_EQ(f.store.session_load(s->id).error(), errc::session_not_found);
+    EXPECT_TRUE(f.store.session_load(manager::hash(s->id)));
     EXPECT_EQ(manager::hash(s->id).size(), 64u);
 }
 
@@ -164,10 +165,47 @@ TEST(Session, ThreadsIncrementingThroughSaveLoseNothing) {
     EXPECT_EQ(f.sessions.load(s->id)->data, std::to_string(threads * per_thread));
 }
 
-TEST(Session, OptionsAreChecked) {
+// Two service instances share one store; whatever their own clocks say
+// (they read none), the store's clock alone decides: a session is live
+// until the store's clock passes its idle or absolute end, and the cookie's
+// remaining lifetime comes from the store too.
+TEST(Session, TwoInstancesAgreeOnTheStoresClock) {
+    fixture f;
+    manager other{f.store, {.idle_timeout = 30min, .absolute_timeout = 8h}};
+    auto s = f.sessions.create("alice");
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->created_ms, coord::unix_millis(f.clock.now()));
+    EXPECT_EQ(s->remaining, 8h);
+    f.clock.advance(20min);
+    auto seen = other.load(s->id);
+    ASSERT_TRUE(seen);
+    EXPECT_EQ(seen->remaining, 8h - 20min);
+    f.clock.advance(29min);
+    EXPECT_TRUE(f.sessions.load(s->id));  // 29 min after the other instance's load
+    f.clock.advance(30min);
+    EXPECT_EQ(other.load(s->id).error(), errc::session_expired);
+}
+
+// A steady-clock memory store still reports Unix times (mapped once).
+TEST(Session, SteadyMemoryStoreReportsUnixTimes) {
     coord::memory_store store;
-    EXPECT_THROW(manager(store, {.idle_timeout = 0ms, .absolute_timeout = 1h}, coord::manual_clock{}), std::invalid_argument);
-    EXPECT_THROW(manager(store, {.idle_timeout = 2h, .absolute_timeout = 1h}, coord::manual_clock{}), std::invalid_argument);
+    coord::session_manager sessions{store};
+    auto s = sessions.create("alice");
+    ASSERT_TRUE(s);
+    const auto now = coord::unix_millis(std::chrono::system_clock::now());
+    EXPECT_LE(std::abs(s->created_ms - now), 60'000);
+    EXPECT_EQ(s->absolute_expiry_ms - s->created_ms, std::chrono::milliseconds(12h).count());
+}
+
+TEST(Session, OptionsAreChecked) {
+    store_type store{coord::manual_clock{}};
+    EXPECT_THROW(manager(store, {.idle_timeout = 0ms, .absolute_timeout = 1h}), std::invalid_argument);
+    EXPECT_THROW(manager(store, {.idle_timeout = 2h, .absolute_timeout = 1h}), std::invalid_argument);
+    EXPECT_THROW(manager(store, {.idle_timeout = 1h, .absolute_timeout = 24h * 401}), std::invalid_argument);
+    EXPECT_THROW(manager(store, {.idle_timeout = std::chrono::milliseconds::max(),
+                                 .absolute_timeout = std::chrono::milliseconds::max()}),
+                 std::invalid_argument);
+    EXPECT_NO_THROW(manager(store, {.idle_timeout = 24h * 400, .absolute_timeout = 24h * 400}));
 }
 
 // --- Set-Cookie -------------------------------------------------------------------

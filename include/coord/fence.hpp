@@ -26,10 +26,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
+#include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -110,6 +112,7 @@ public:
     /// errc::stale_fence (value untouched), or the store's I/O error.
     /// Cost: one atomic store operation.
     result<void, write_error> write(std::string_view key, fence_token token, std::string_view value) {
+        check_key(key);
         return store_->fence_write(key, token, value);
     }
 
@@ -119,6 +122,7 @@ public:
     /// arrive out of order.
     result<void, write_error> write(std::string_view key, fence_token token, std::uint64_t seq,
                                     std::string_view value) {
+        check_key(key);
         return store_->fence_write(key, token, seq, value);
     }
 
@@ -127,13 +131,23 @@ public:
     template <class F>
         requires fence_update_store<Store> && std::invocable<F&, std::string&>
     result<void, write_error> update(std::string_view key, fence_token token, F&& fn) {
+        check_key(key);
         return store_->fence_update(key, token, std::forward<F>(fn));
     }
 
     /// The key's value and highest fence.
-    result<fenced_value> read(std::string_view key) const { return store_->fence_read(key); }
+    result<fenced_value> read(std::string_view key) const {
+        check_key(key);
+        return store_->fence_read(key);
+    }
 
 private:
+    // A key is a name: non-empty, valid UTF-8 without NUL (the same answer on
+    // every store). Values are bytes and may hold anything.
+    static void check_key(std::string_view key) {
+        if (key.empty()) throw std::invalid_argument("coord::fence: key must not be empty");
+        if (!detail::valid_name_text(key)) throw std::invalid_argument("coord::fence: key must be valid UTF-8 without NUL");
+    }
     Store* store_;
 };
 

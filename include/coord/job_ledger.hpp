@@ -12,9 +12,16 @@
 // effect, and a timed-out worker's late completion is refused
 // (errc::stale_fence) instead of overwriting its successor's.
 //
+// Every time the ledger judges is judged by the store, on the store's clock:
+// when an execution lease ends, whether a slot is older than the replay
+// window, when a done record may be pruned. A worker's own clock decides
+// nothing, so two workers whose clocks are hours apart still cannot both
+// hold one slot (memory: the process's steady clock; file: the machine's
+// clock; PostgreSQL: the server's clock).
+//
 //   #include <coord/storage/memory.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
-//   coord::job_ledger ledger{store};
+//   coord::job_ledger ledger{store};   // judged on the store's clock
 //   auto slot = *coord::slot::parse("billing@2026-10-13T09:00:00Z");
 //   auto r = ledger.run(slot, "worker-1", "", [&](const coord::ledger_context& ctx) {
 //       charge_customers(ctx.fence);       // hand the fence to downstream writes
@@ -46,6 +53,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/sha256.hpp"
+#include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/result.hpp"
@@ -147,10 +155,11 @@ struct ledger_record {
     fence_token fence = 0;       ///< the last claim's fence token
     std::uint32_t attempt = 0;   ///< how many claims were granted
     std::string holder;          ///< the worker of the last claim
+    // Times below are Unix nanoseconds on the store's clock.
     std::int64_t lease_until_ns = 0;
     std::int64_t started_ns = 0;    ///< when the last attempt actually started (not the scheduled time)
     std::int64_t completed_ns = 0;
-    std::int64_t retain_until_ns = 0;
+    std::int64_t retain_until_ns = 0;  ///< scheduled time + retention (saturated at the int64 range)
     std::string payload_hash;
     std::string result;          ///< the done attempt's result
     std::string fail_reason;     ///< the last failed attempt's reason
@@ -168,7 +177,7 @@ struct claim_outcome {
     fence_token fence = 0;
     std::uint32_t attempt = 0;
     std::string holder;
-    std::int64_t lease_until_ns = 0;
+    std::int64_t lease_until_ns = 0;  ///< Unix ns on the store's clock
     std::string result;
 };
 
@@ -179,28 +188,33 @@ struct ledger_claim_request {
     std::uint32_t schedule_version = 0;
     std::string_view worker;
     std::string_view payload_hash;
-    std::int64_t now_ns = 0;         ///< the ledger clock's reading
-    std::int64_t lease_until_ns = 0;  ///< the execution lease's end if granted
+    std::int64_t lease_ttl_ns = 0;      ///< the execution lease's length if granted, from the store's now
+    std::int64_t replay_window_ms = 0;  ///< a slot scheduled longer ago than this (store's now) is expired
 };
 
 /// A store of slot records.
 ///
 /// Semantic requirements the compiler cannot check (each operation is ONE
-/// atomic step; `now` comes from the ledger's clock in the request):
-/// - ledger_claim: a record that is done answers `replayed` with its result
+/// atomic step; "now" is the store's own clock, in Unix time, read inside
+/// that step: never a time the caller sends):
+/// - ledger_claim: a slot whose scheduled time plus the request's replay
+///   window is before now answers `expired` and changes nothing; a record
+///   that is done answers `replayed` with its result
 ///   (or `payload_mismatch` when the payload hash differs); a running record
 ///   whose lease has not ended answers `in_progress` (or `payload_mismatch`);
 ///   otherwise (new, failed, or its holder's lease ended) it grants a claim:
 ///   fence = previous fence + 1 (fences of a slot only grow, also across
-///   restarts and pruning of other records), attempt + 1, holder, lease end,
-///   started time.
-/// - ledger_heartbeat / ledger_complete / ledger_fail with a fence that is
-///   not the record's current fence, or on a record not running, are refused
-///   with errc::stale_fence and change nothing. complete stores the result,
-///   marks done and sets the retention end; fail records the reason and makes
-///   the slot claimable again.
-/// - ledger_prune(now) removes done records whose retention ended.
-/// - ledger_revoke(key, reason, now) ends a running claim: the fence grows by
+///   restarts and pruning of other records), attempt + 1, holder, lease end
+///   (now + lease_ttl_ns), started time (now).
+/// - ledger_heartbeat(key, fence, ttl_ns) / ledger_complete(key, fence,
+///   result, retain_until_ns) / ledger_fail(key, fence, reason) with a fence
+///   that is not the record's current fence, or on a record not running, are
+///   refused with errc::stale_fence and change nothing. heartbeat moves the
+///   lease end to now + ttl_ns; complete stores the result, marks done, sets
+///   the completion time (now) and the retention end; fail records the reason
+///   and makes the slot claimable again.
+/// - ledger_prune() removes done records whose retention ended before now.
+/// - ledger_revoke(key, reason) ends a running claim: the fence grows by
 ///   one (so the revoked holder's heartbeat and complete are refused), the
 ///   slot becomes claimable; errc::stale_fence when it is not running.
 /// - A transport failure returns its error; an outcome that may have been
@@ -209,12 +223,12 @@ template <class S>
 concept ledger_store = requires(S& s, const ledger_claim_request& req, std::string_view key, fence_token f,
                                 std::int64_t t) {
     { s.ledger_claim(req) } -> std::same_as<result<claim_outcome>>;
-    { s.ledger_heartbeat(key, f, t, t) } -> std::same_as<result<void>>;
-    { s.ledger_complete(key, f, key, t, t) } -> std::same_as<result<void>>;
-    { s.ledger_fail(key, f, key, t) } -> std::same_as<result<void>>;
+    { s.ledger_heartbeat(key, f, t) } -> std::same_as<result<void>>;
+    { s.ledger_complete(key, f, key, t) } -> std::same_as<result<void>>;
+    { s.ledger_fail(key, f, key) } -> std::same_as<result<void>>;
     { s.ledger_read(key) } -> std::same_as<result<std::optional<ledger_record>>>;
-    { s.ledger_prune(t) } -> std::same_as<result<std::size_t>>;
-    { s.ledger_revoke(key, key, t) } -> std::same_as<result<fence_token>>;
+    { s.ledger_prune() } -> std::same_as<result<std::size_t>>;
+    { s.ledger_revoke(key, key) } -> std::same_as<result<fence_token>>;
 };
 
 /// A ledger store that can run a claim, the effect and the done marker as
@@ -250,27 +264,33 @@ struct run_outcome {
 /// Ledger settings; out-of-range values make the constructor throw
 /// std::invalid_argument naming the field.
 struct ledger_options {
-    /// How long a claim's execution lease lasts (renew with heartbeat).
+    /// How long a claim's execution lease lasts (renew with heartbeat):
+    /// 1 ms to 30 days.
     std::chrono::milliseconds lease_ttl = std::chrono::minutes{5};
     /// A slot scheduled longer ago than this is `expired`: never run late.
+    /// 1 ms to 100 years.
     std::chrono::milliseconds replay_window = std::chrono::hours{24 * 7};
     /// How long a done record is kept after its scheduled time; never
-    /// shorter than replay_window, so a replay inside the window always finds it.
+    /// shorter than replay_window, so a replay inside the window always
+    /// finds it; at most 100 years.
     std::chrono::milliseconds retention = std::chrono::hours{24 * 8};
 };
 
-/// The job-slot ledger on a Store and a Clock. Thread safety: as safe as the
-/// store (every model in coord is). The store must outlive it.
-template <ledger_store Store, unix_clock Clock = system_clock>
+/// The job-slot ledger on a Store. It reads no clock: every time is judged
+/// by the store, on the store's clock. Thread safety: as safe as the store
+/// (every model in coord is). The store must outlive it.
+template <ledger_store Store>
 class basic_job_ledger {
 public:
-    explicit basic_job_ledger(Store& store, ledger_options options = {}, Clock clock = Clock{})
-        : store_(&store), opt_(options), clock_(std::move(clock)) {
-        if (opt_.lease_ttl <= std::chrono::milliseconds::zero()) throw std::invalid_argument("ledger: lease_ttl must be > 0");
-        if (opt_.replay_window <= std::chrono::milliseconds::zero())
-            throw std::invalid_argument("ledger: replay_window must be > 0");
-        if (opt_.retention < opt_.replay_window)
-            throw std::invalid_argument("ledger: retention must be >= replay_window");
+    explicit basic_job_ledger(Store& store, ledger_options options = {}) : store_(&store), opt_(options) {
+        using std::chrono::milliseconds;
+        constexpr auto century = std::chrono::duration_cast<milliseconds>(std::chrono::years{100});
+        if (opt_.lease_ttl <= milliseconds::zero() || opt_.lease_ttl > std::chrono::hours{24 * 30})
+            throw std::invalid_argument("ledger: lease_ttl must be 1 ms to 30 days");
+        if (opt_.replay_window <= milliseconds::zero() || opt_.replay_window > century)
+            throw std::invalid_argument("ledger: replay_window must be 1 ms to 100 years");
+        if (opt_.retention < opt_.replay_window || opt_.retention > century)
+            throw std::invalid_argument("ledger: retention must be >= replay_window and at most 100 years");
     }
 
     /// Claims `s` for `worker`: granted (with a fence larger than every
@@ -279,38 +299,27 @@ public:
     /// payload_mismatch, or expired (older than the replay window).
     /// Cost: one store operation.
     result<claim_outcome> claim(const slot& s, std::string_view worker, std::string_view payload = {}) {
-        if (worker.empty()) throw std::invalid_argument("ledger: worker must not be empty");
-        const auto now = since_epoch_ns(clock_.now());
-        const auto& key = s.to_string();
-        if (too_old(s, now)) {
-            claim_outcome c;
-            c.kind = claim_outcome::expired;
-            return c;
-        }
+        check_worker(worker);
         const auto hash = payload_hash(payload);
-        ledger_claim_request req{key, s.scheduled().time_since_epoch().count(), s.schedule_version(), worker, hash,
-                                 now, now + ns(opt_.lease_ttl)};
-        return store_->ledger_claim(req);
+        return store_->ledger_claim(request(s, worker, hash));
     }
 
     /// Extends the execution lease of the claim with `fence`.
     /// Refusal: errc::stale_fence when a newer claim exists or it is not running.
     result<void> heartbeat(const slot& s, fence_token fence) {
-        const auto now = since_epoch_ns(clock_.now());
-        return store_->ledger_heartbeat(s.to_string(), fence, now + ns(opt_.lease_ttl), now);
+        return store_->ledger_heartbeat(s.to_string(), fence, ns(opt_.lease_ttl));
     }
 
     /// Marks the slot done with `result`. Refusal: errc::stale_fence when a
     /// newer claim exists (a timed-out worker's late completion changes nothing).
     result<void> complete(const slot& s, fence_token fence, std::string_view result_text) {
-        return store_->ledger_complete(s.to_string(), fence, result_text, since_epoch_ns(clock_.now()),
-                                       retain_until(s));
+        return store_->ledger_complete(s.to_string(), fence, result_text, retain_until(s));
     }
 
     /// Records a failed attempt; the slot can be claimed again.
     /// Refusal: errc::stale_fence as complete.
     result<void> fail(const slot& s, fence_token fence, std::string_view reason) {
-        return store_->ledger_fail(s.to_string(), fence, reason, since_epoch_ns(clock_.now()));
+        return store_->ledger_fail(s.to_string(), fence, reason);
     }
 
     /// Claims, runs effect(ledger_context) -> std::string, and records the
@@ -324,20 +333,11 @@ public:
     template <class Effect>
         requires std::is_convertible_v<std::invoke_result_t<Effect&, const ledger_context&>, std::string>
     result<run_outcome> run(const slot& s, std::string_view worker, std::string_view payload, Effect&& effect) {
-        if (worker.empty()) throw std::invalid_argument("ledger: worker must not be empty");
+        check_worker(worker);
         if constexpr (ledger_run_store<Store>) {
-            const auto now = since_epoch_ns(clock_.now());
-            if (too_old(s, now)) {
-                run_outcome o;
-                o.kind = run_outcome::expired;
-                return o;
-            }
-            const auto& key = s.to_string();
             const auto hash = payload_hash(payload);
-            ledger_claim_request req{key, s.scheduled().time_since_epoch().count(), s.schedule_version(), worker,
-                                     hash, now, now + ns(opt_.lease_ttl)};
             std::string produced;
-            auto c = store_->ledger_run_atomic(req, retain_until(s), [&](const claim_outcome& g) {
+            auto c = store_->ledger_run_atomic(request(s, worker, hash), retain_until(s), [&](const claim_outcome& g) {
                 const ledger_context ctx{s, g.fence, g.attempt, worker};
                 produced = effect(ctx);
                 return produced;
@@ -381,25 +381,39 @@ public:
     /// are refused; the slot can be claimed again. Returns the new fence.
     /// Refusal: errc::stale_fence when the slot is not running.
     result<fence_token> revoke(const slot& s, std::string_view reason) {
-        return store_->ledger_revoke(s.to_string(), reason, since_epoch_ns(clock_.now()));
+        return store_->ledger_revoke(s.to_string(), reason);
     }
 
     /// The slot's record, or nullopt if the ledger has none.
     result<std::optional<ledger_record>> read(const slot& s) { return store_->ledger_read(s.to_string()); }
 
-    /// Removes done records whose retention ended; returns how many.
-    result<std::size_t> prune() { return store_->ledger_prune(since_epoch_ns(clock_.now())); }
+    /// Removes done records whose retention ended (on the store's clock);
+    /// returns how many.
+    result<std::size_t> prune() { return store_->ledger_prune(); }
 
     const ledger_options& options() const noexcept { return opt_; }
 
 private:
+    static void check_worker(std::string_view worker) {
+        if (worker.empty()) throw std::invalid_argument("ledger: worker must not be empty");
+        if (!detail::valid_name_text(worker)) throw std::invalid_argument("ledger: worker must be valid UTF-8 without NUL");
+    }
+    // Durations are bounded by the constructor, so this cannot overflow.
     static std::int64_t ns(std::chrono::milliseconds d) { return d.count() * 1'000'000; }
+    ledger_claim_request request(const slot& s, std::string_view worker, std::string_view hash) const {
+        return ledger_claim_request{s.to_string(), s.scheduled().time_since_epoch().count(), s.schedule_version(),
+                                    worker,        hash,
+                                    ns(opt_.lease_ttl), opt_.replay_window.count()};
+    }
     static std::string payload_hash(std::string_view payload) {
         static const std::string empty = detail::sha256_hex({});
         return payload.empty() ? empty : detail::sha256_hex(payload);
     }
+    // The scheduled time plus the retention, saturated: a slot after 2262
+    // is kept until the int64 nanosecond range ends.
     std::int64_t retain_until(const slot& s) const {
-        return s.scheduled().time_since_epoch().count() * 1'000'000 + ns(opt_.retention);
+        return detail::add_saturated(detail::ns_of_ms_saturated(s.scheduled().time_since_epoch().count()),
+                                     ns(opt_.retention));
     }
     static run_outcome from_claim(claim_outcome&& c) {
         run_outcome out;
@@ -420,13 +434,9 @@ private:
         }
         return out;
     }
-    bool too_old(const slot& s, std::int64_t now) const {
-        return s.scheduled().time_since_epoch().count() * 1'000'000 + ns(opt_.replay_window) < now;
-    }
 
     Store* store_;
     ledger_options opt_;
-    Clock clock_;
 };
 
 namespace detail {
@@ -434,7 +444,20 @@ namespace detail {
 /// The ledger rule on one slot's record, shared by the embedded stores (the
 /// reference model).
 struct ledger_rule {
-    static result<claim_outcome> claim(ledger_record& r, const ledger_claim_request& q) {
+    /// True when the slot is older than the request's replay window at `now_ns`
+    /// (computed in milliseconds, saturated: no accepted input overflows).
+    static bool too_old(const ledger_claim_request& q, std::int64_t now_ns) noexcept {
+        const std::int64_t now_ms = now_ns / 1'000'000 - (now_ns % 1'000'000 < 0 ? 1 : 0);  // floor
+        return add_saturated(q.scheduled_ms, q.replay_window_ms) < now_ms;
+    }
+    static claim_outcome expired() noexcept {
+        claim_outcome out;
+        out.kind = claim_outcome::expired;
+        return out;
+    }
+
+    /// The claim at the store's `now_ns`; the caller checked too_old first.
+    static result<claim_outcome> claim(ledger_record& r, const ledger_claim_request& q, std::int64_t now_ns) {
         claim_outcome out;
         const bool known = r.attempt > 0 || r.state != ledger_record::state_t::idle;
         if (known && r.payload_hash != q.payload_hash) {
@@ -448,7 +471,7 @@ struct ledger_rule {
             out.attempt = r.attempt;
             return out;
         }
-        if (r.state == ledger_record::state_t::running && q.now_ns < r.lease_until_ns) {
+        if (r.state == ledger_record::state_t::running && now_ns < r.lease_until_ns) {
             out.kind = claim_outcome::in_progress;
             out.holder = r.holder;
             out.lease_until_ns = r.lease_until_ns;
@@ -464,8 +487,8 @@ struct ledger_rule {
         r.fence += 1;
         r.attempt += 1;
         r.holder = std::string(q.worker);
-        r.lease_until_ns = q.lease_until_ns;
-        r.started_ns = q.now_ns;
+        r.lease_until_ns = add_saturated(now_ns, q.lease_ttl_ns);
+        r.started_ns = now_ns;
         out.kind = claim_outcome::granted;
         out.fence = r.fence;
         out.attempt = r.attempt;
@@ -478,9 +501,9 @@ struct ledger_rule {
         return r && r->state == ledger_record::state_t::running && r->fence == fence;
     }
 
-    static result<void> heartbeat(ledger_record* r, fence_token fence, std::int64_t lease_until) {
+    static result<void> heartbeat(ledger_record* r, fence_token fence, std::int64_t ttl_ns, std::int64_t now_ns) {
         if (!current(r, fence)) return unexpected(make_error_code(errc::stale_fence));
-        r->lease_until_ns = lease_until;
+        r->lease_until_ns = add_saturated(now_ns, ttl_ns);
         return {};
     }
     static result<void> complete(ledger_record* r, fence_token fence, std::string_view result_text,

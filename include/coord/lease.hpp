@@ -34,6 +34,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/result.hpp"
@@ -113,7 +114,8 @@ public:
     /// Grants `name` to `owner` for `ttl`, with a new fence token.
     /// Refusals: errc::lease_held (error().holder, token and expires_at say
     /// who and until when), or the store's error. Cost: one store operation.
-    /// Throws std::invalid_argument for an empty name or owner, or ttl <= 0.
+    /// Throws std::invalid_argument for an empty name or owner, one that is
+    /// not valid UTF-8 or holds NUL (the same on every store), or ttl <= 0.
     template <class Rep, class Period>
     result<lease, lease_error> acquire(std::string_view name, std::string_view owner,
                                        std::chrono::duration<Rep, Period> ttl) {
@@ -153,14 +155,20 @@ public:
 
     /// The current holder of `name`, or nullopt when it is free.
     result<std::optional<lease>> holder(std::string_view name) {
-        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
+        check_name(name);
         return store_->lease_read(name);
     }
 
 private:
     static void check(std::string_view name, std::string_view owner) {
-        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
+        check_name(name);
         if (owner.empty()) throw std::invalid_argument("coord::lease: owner must not be empty");
+        if (!detail::valid_name_text(owner))
+            throw std::invalid_argument("coord::lease: owner must be valid UTF-8 without NUL");
+    }
+    static void check_name(std::string_view name) {
+        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
+        if (!detail::valid_name_text(name)) throw std::invalid_argument("coord::lease: name must be valid UTF-8 without NUL");
     }
     template <class Rep, class Period>
     static std::chrono::nanoseconds checked_ttl(std::chrono::duration<Rep, Period> ttl) {

@@ -10,7 +10,10 @@
 // requests cannot silently overwrite each other and a session revoked in
 // between cannot come back), rotate (new ID, old ID dead, in one step: call
 // it on every privilege change against session fixation), revoke, revoke all
-// of a user's sessions.
+// of a user's sessions. Idle and absolute expiry are judged by the store on
+// its own clock (memory: the process's steady clock; PostgreSQL: the
+// server's), never on the clock of the instance that handles the request:
+// two instances whose clocks are hours apart agree on which sessions live.
 //
 //   coord::memory_store store;
 //   coord::session_manager sessions{store, {.idle_timeout = 30min, .absolute_timeout = 12h}};
@@ -24,6 +27,7 @@
 // and retry on errc::session_conflict (reload, reapply, save).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -36,45 +40,59 @@
 #include "coord/clock.hpp"
 #include "coord/detail/base64url.hpp"
 #include "coord/detail/sha256.hpp"
+#include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/random.hpp"
 #include "coord/result.hpp"
 
 namespace coord {
 
-/// What a session store keeps per session (under the hash of its ID).
+/// What a session store keeps per session (under the hash of its ID). Times
+/// are Unix milliseconds on the store's clock.
 struct session_record {
     std::string user;
     std::string data;
-    std::int64_t created_ms = 0;        ///< Unix ms
-    std::int64_t last_seen_ms = 0;      ///< Unix ms of the latest load or save
-    std::int64_t absolute_expiry_ms = 0;  ///< Unix ms; the session ends here whatever its use
-    std::int64_t idle_timeout_ms = 0;   ///< the session ends this long after last_seen
-    std::uint64_t version = 1;          ///< bumped by every save and rotate
+    std::int64_t created_ms = 0;
+    std::int64_t last_seen_ms = 0;        ///< the latest load, save or rotate
+    std::int64_t absolute_expiry_ms = 0;  ///< the session ends here whatever its use
+    std::int64_t idle_timeout_ms = 0;     ///< the session ends this long after last_seen
+    std::uint64_t version = 1;            ///< bumped by every save and rotate
+};
+
+/// What a new session asks of the store; the store stamps the times.
+struct session_request {
+    std::string_view user;
+    std::string_view data;
+    std::int64_t idle_timeout_ms = 0;
+    std::int64_t absolute_timeout_ms = 0;
 };
 
 /// A session store: the server-side half of opaque sessions. Keys are
-/// SHA-256 hex digests of session IDs; `now_ms` is the manager's clock.
+/// SHA-256 hex digests of session IDs. "Now" is the store's own clock, read
+/// inside each step; no caller sends a time.
 /// What the compiler cannot check:
 ///   - each operation is one atomic step (an engine: one conditional UPDATE /
 ///     DELETE ... RETURNING, or one transaction);
-///   - a record past its absolute expiry or its idle timeout at `now_ms` is
+///   - create stamps created and last_seen with now and the absolute expiry
+///     with now + absolute_timeout_ms;
+///   - a record past its absolute expiry or its idle timeout at now is
 ///     treated as gone (session_expired once, then session_not_found);
+///   - load, save and rotate move last_seen to now (never back);
 ///   - save and rotate act only when the stored version equals `version`
 ///     (else errc::session_conflict), and bump it;
 ///   - a transport failure returns the engine's error, or
 ///     errc::outcome_unknown when the step may have been applied.
 template <class S>
-concept session_store = requires(S& s, std::string_view hash, const session_record& rec, std::int64_t now_ms,
-                                 std::uint64_t version, std::string_view data) {
-    /// Inserts a new record (errc::session_conflict if the hash exists).
-    { s.session_create(hash, rec) } -> std::same_as<result<void>>;
-    /// The live record; sets last_seen to now_ms in the same step.
-    { s.session_load(hash, now_ms) } -> std::same_as<result<session_record>>;
+concept session_store = requires(S& s, std::string_view hash, const session_request& req, std::uint64_t version,
+                                 std::string_view data) {
+    /// Inserts a new record (errc::session_conflict if the hash exists); the record as stored.
+    { s.session_create(hash, req) } -> std::same_as<result<session_record>>;
+    /// The live record; moves last_seen to now in the same step.
+    { s.session_load(hash) } -> std::same_as<result<session_record>>;
     /// Replaces data if the version matches; the new version.
-    { s.session_save(hash, version, data, now_ms) } -> std::same_as<result<std::uint64_t>>;
+    { s.session_save(hash, version, data) } -> std::same_as<result<std::uint64_t>>;
     /// Moves the record to a new hash if the version matches; the new version.
-    { s.session_rotate(hash, hash, version, now_ms) } -> std::same_as<result<std::uint64_t>>;
+    { s.session_rotate(hash, hash, version) } -> std::same_as<result<std::uint64_t>>;
     /// Deletes one session; true if it existed.
     { s.session_revoke(hash) } -> std::same_as<result<bool>>;
     /// Deletes every session of a user; how many there were.
@@ -97,7 +115,8 @@ concept revocation_store = requires(S& s, std::string_view id, std::int64_t t, s
     { s.token_revoked(id, id, iat, t) } -> std::same_as<result<bool>>;
 };
 
-/// Timeouts of a session manager.
+/// Timeouts of a session manager (each at most 400 days, the longest a
+/// browser keeps a cookie).
 struct session_options {
     /// A session unused for this long ends.
     std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};
@@ -113,17 +132,32 @@ struct session {
     std::string user;
     std::string data;
     std::uint64_t version = 0;
-    std::int64_t created_ms = 0;
-    std::int64_t absolute_expiry_ms = 0;
+    std::int64_t created_ms = 0;          ///< Unix ms on the store's clock
+    std::int64_t absolute_expiry_ms = 0;  ///< Unix ms on the store's clock
+    /// What is left of the absolute term at the store's now of this step:
+    /// the cookie's Max-Age, free of this instance's clock.
+    std::chrono::milliseconds remaining{0};
 };
 
 namespace detail {
 
 /// The expiry rule every session store applies.
 struct session_rule {
-    static bool expired(const session_record& r, std::int64_t now_ms) noexcept {
-        return now_ms >= r.absolute_expiry_ms || now_ms >= r.last_seen_ms + r.idle_timeout_ms;
+    static session_record create(const session_request& q, std::int64_t now_ms) {
+        session_record rec;
+        rec.user.assign(q.user);
+        rec.data.assign(q.data);
+        rec.created_ms = now_ms;
+        rec.last_seen_ms = now_ms;
+        rec.absolute_expiry_ms = add_saturated(now_ms, q.absolute_timeout_ms);
+        rec.idle_timeout_ms = q.idle_timeout_ms;
+        rec.version = 1;
+        return rec;
     }
+    static bool expired(const session_record& r, std::int64_t now_ms) noexcept {
+        return now_ms >= r.absolute_expiry_ms || now_ms >= add_saturated(r.last_seen_ms, r.idle_timeout_ms);
+    }
+    static void touch(session_record& r, std::int64_t now_ms) noexcept { r.last_seen_ms = std::max(r.last_seen_ms, now_ms); }
 };
 
 /// True when `id` has the shape of a session ID (43 base64url characters).
@@ -136,35 +170,33 @@ inline bool session_id_shape(std::string_view id) noexcept {
 
 }  // namespace detail
 
-/// Opaque server-side sessions on a Clock and a Store (not owned). Safe from
-/// any number of threads when the store is.
-template <unix_clock Clock, session_store Store>
+/// Opaque server-side sessions on a Store (not owned), whose clock judges
+/// every expiry: the manager reads no clock. Safe from any number of threads
+/// when the store is.
+template <session_store Store>
 class basic_session_manager {
 public:
-    /// Throws std::invalid_argument when a timeout is not positive or the
-    /// idle timeout exceeds the absolute one.
-    basic_session_manager(Store& store, session_options options = {}, Clock clock = Clock{})
-        : store_(store), options_(options), clock_(std::move(clock)) {
-        if (options_.idle_timeout <= std::chrono::milliseconds(0))
-            throw std::invalid_argument("coord::session_options::idle_timeout must be positive");
-        if (options_.absolute_timeout < options_.idle_timeout)
-            throw std::invalid_argument("coord::session_options::absolute_timeout must be at least idle_timeout");
+    /// Throws std::invalid_argument when a timeout is not positive, above 400
+    /// days, or the idle timeout exceeds the absolute one.
+    explicit basic_session_manager(Store& store, session_options options = {}) : store_(store), options_(options) {
+        constexpr std::chrono::milliseconds most = std::chrono::hours(24 * 400);
+        if (options_.idle_timeout <= std::chrono::milliseconds(0) || options_.idle_timeout > most)
+            throw std::invalid_argument("coord::session_options::idle_timeout must be 1 ms to 400 days");
+        if (options_.absolute_timeout < options_.idle_timeout || options_.absolute_timeout > most)
+            throw std::invalid_argument(
+                "coord::session_options::absolute_timeout must be at least idle_timeout and at most 400 days");
     }
 
-    /// A new session for `user`. One store step.
+    /// A new session for `user` (throws std::invalid_argument when it is
+    /// empty, not valid UTF-8 or holds NUL; data is bytes). One store step.
     [[nodiscard]] result<session> create(std::string_view user, std::string_view data = {}) {
-        const std::int64_t now = unix_millis(clock_.now());
-        session_record rec;
-        rec.user.assign(user);
-        rec.data.assign(data);
-        rec.created_ms = now;
-        rec.last_seen_ms = now;
-        rec.absolute_expiry_ms = now + options_.absolute_timeout.count();
-        rec.idle_timeout_ms = options_.idle_timeout.count();
-        rec.version = 1;
+        if (user.empty() || !detail::valid_name_text(user))
+            throw std::invalid_argument("coord::session: user must be non-empty valid UTF-8 without NUL");
+        const session_request req{user, data, options_.idle_timeout.count(), options_.absolute_timeout.count()};
         std::string id = new_id();
-        if (auto ok = store_.session_create(hash(id), rec); !ok) return unexpected(ok.error());
-        return to_session(std::move(id), std::move(rec));
+        auto rec = store_.session_create(hash(id), req);
+        if (!rec) return unexpected(rec.error());
+        return to_session(std::move(id), std::move(*rec));
     }
 
     /// The live session with this ID: errc::session_not_found (unknown,
@@ -172,7 +204,7 @@ public:
     /// Moves the idle clock. One store step.
     [[nodiscard]] result<session> load(std::string_view id) {
         if (!detail::session_id_shape(id)) return unexpected(errc::session_not_found);
-        auto rec = store_.session_load(hash(id), unix_millis(clock_.now()));
+        auto rec = store_.session_load(hash(id));
         if (!rec) return unexpected(rec.error());
         return to_session(std::string(id), std::move(*rec));
     }
@@ -183,7 +215,7 @@ public:
     /// Updates s.version. One store step.
     [[nodiscard]] result<void> save(session& s) {
         if (!detail::session_id_shape(s.id)) return unexpected(errc::session_not_found);
-        auto v = store_.session_save(hash(s.id), s.version, s.data, unix_millis(clock_.now()));
+        auto v = store_.session_save(hash(s.id), s.version, s.data);
         if (!v) return unexpected(v.error());
         s.version = *v;
         return {};
@@ -194,7 +226,7 @@ public:
     [[nodiscard]] result<session> rotate(const session& s) {
         if (!detail::session_id_shape(s.id)) return unexpected(errc::session_not_found);
         std::string id = new_id();
-        auto v = store_.session_rotate(hash(s.id), hash(id), s.version, unix_millis(clock_.now()));
+        auto v = store_.session_rotate(hash(s.id), hash(id), s.version);
         if (!v) return unexpected(v.error());
         session out = s;
         out.id = std::move(id);
@@ -217,7 +249,6 @@ public:
 private:
     Store& store_;
     session_options options_;
-    Clock clock_;
 
     static std::string new_id() {
         unsigned char raw[32];
@@ -228,8 +259,10 @@ private:
     }
 
     static session to_session(std::string id, session_record rec) {
-        return session{std::move(id), std::move(rec.user), std::move(rec.data), rec.version, rec.created_ms,
-                       rec.absolute_expiry_ms};
+        const auto left = std::max<std::int64_t>(0, rec.absolute_expiry_ms - rec.last_seen_ms);
+        return session{std::move(id),        std::move(rec.user),          std::move(rec.data),
+                       rec.version,          rec.created_ms,               rec.absolute_expiry_ms,
+                       std::chrono::milliseconds(left)};
     }
 };
 

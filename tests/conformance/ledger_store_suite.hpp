@@ -15,7 +15,7 @@ template <class Factory>
 class LedgerStoreConformance : public ::testing::Test {
 protected:
     using store_type = typename Factory::store_type;
-    using ledger_type = coord::basic_job_ledger<store_type, coord::manual_clock>;
+    using ledger_type = coord::basic_job_ledger<store_type>;
     static coord::ledger_options options() {
         coord::ledger_options o;
         o.lease_ttl = std::chrono::minutes{1};
@@ -26,7 +26,7 @@ protected:
     coord::manual_clock clock{coord::test::test_epoch()};  // 2026-10-13T09:00:00Z
     Factory factory;
     std::unique_ptr<store_type> store = factory.make(clock);
-    ledger_type ledger{*store, options(), clock};
+    ledger_type ledger{*store, options()};
     coord::slot billing = *coord::slot::parse("billing@2026-10-13T09:00Z");
 };
 
@@ -138,10 +138,50 @@ TYPED_TEST_P(LedgerStoreConformance, OldSlotsExpireAndDoneRecordsArePrunedAfterR
     EXPECT_FALSE(l.read(this->billing)->has_value());
 }
 
+// Every time the ledger judges is the store's: the lease end is the store's
+// now plus the TTL, a heartbeat moves it from the store's now, the replay
+// window is measured to the store's now (an expired slot leaves no record),
+// and the completion time is the store's. No call carries a worker's time,
+// so a second worker with any clock at all is refused while the first's
+// term runs on the store's clock.
+TYPED_TEST_P(LedgerStoreConformance, EveryTimeIsTheStoresClock) {
+    using namespace std::chrono_literals;
+    auto& l = this->ledger;
+    const auto minute = std::chrono::nanoseconds(1min).count();
+    auto a = l.claim(this->billing, "A");
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a->kind, coord::claim_outcome::granted);
+    EXPECT_EQ(a->lease_until_ns, coord::since_epoch_ns(this->clock.now()) + minute);
+    this->clock.advance(40s);
+    ASSERT_TRUE(l.heartbeat(this->billing, a->fence));
+    EXPECT_EQ((*l.read(this->billing))->lease_until_ns, coord::since_epoch_ns(this->clock.now()) + minute);
+    // A second ledger object (another worker) with a far shorter lease: the
+    // stored term still decides.
+    auto o = TestFixture::options();
+    o.lease_ttl = 1ms;
+    typename TestFixture::ledger_type hasty{*this->store, o};
+    this->clock.advance(59s);
+    EXPECT_EQ(hasty.claim(this->billing, "B")->kind, coord::claim_outcome::in_progress);
+    this->clock.advance(1s);
+    EXPECT_EQ(hasty.claim(this->billing, "B")->kind, coord::claim_outcome::granted);
+    // The replay window: 24 h before the store's now is the last slot that runs.
+    const auto day_old = coord::slot("billing", std::chrono::floor<std::chrono::milliseconds>(
+                                                    coord::slot::time_point(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        this->clock.now().time_since_epoch())) - 24h));
+    EXPECT_EQ(l.claim(day_old, "C")->kind, coord::claim_outcome::granted);
+    const auto older = coord::slot("billing", day_old.scheduled() - 1ms);
+    EXPECT_EQ(l.claim(older, "C")->kind, coord::claim_outcome::expired);
+    EXPECT_FALSE(l.read(older)->has_value());
+    auto c = *l.read(day_old);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(l.complete(day_old, c->fence, "late but inside the window"));
+    EXPECT_EQ((*l.read(day_old))->completed_ns, coord::since_epoch_ns(this->clock.now()));
+}
+
 TYPED_TEST_P(LedgerStoreConformance, AnotherHandleSeesTheSameRecords) {
     ASSERT_TRUE(this->ledger.claim(this->billing, "A"));
     auto* other = this->factory.reopen(this->store.get(), this->clock);
-    typename TestFixture::ledger_type second{*other, TestFixture::options(), this->clock};
+    typename TestFixture::ledger_type second{*other, TestFixture::options()};
     EXPECT_EQ(second.claim(this->billing, "B")->kind, coord::claim_outcome::in_progress);
 }
 
@@ -149,4 +189,4 @@ REGISTER_TYPED_TEST_SUITE_P(LedgerStoreConformance, ReplayOfADoneSlotDoesNotAppl
                             TimedOutWorkersLateCompletionIsRefused, InProgressUntilTheLeaseEndsAndHeartbeatExtendsIt,
                             SameSlotWithADifferentPayloadIsAConflict, FailedAttemptCanBeClaimedAgain,
                             ScheduledAndStartedTimesAreKeptApart, OldSlotsExpireAndDoneRecordsArePrunedAfterRetention,
-                            AnotherHandleSeesTheSameRecords);
+                            AnotherHandleSeesTheSameRecords, EveryTimeIsTheStoresClock);

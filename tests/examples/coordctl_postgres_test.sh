@@ -40,6 +40,46 @@ expect 0 "applied" -- ledger run --store "$store" --slot "$slot" --effect-file "
 expect 0 "replayed" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
 [ "$(wc -l < "$effects")" = 1 ] || { echo "FAIL: ledger effect ran $(wc -l < "$effects") times"; failures=$((failures + 1)); }
 rm -f "$effects"
+
+# Connecting writes nothing to stderr (no NOTICE about existing relations).
+expect 0 "fence=42 value=B" -- fence read --store "$store" --key "$run"
+[ -s /tmp/coordctl_pg_stderr.$$ ] && { echo "FAIL: stderr at connect: $(cat /tmp/coordctl_pg_stderr.$$)"; failures=$((failures + 1)); }
+# A malformed conninfo is bad usage (2); an unreachable server is infrastructure (1, above).
+expect 2 "" -- fence read --store "postgres:host=127.0.0.1 port" --key k
+expect 2 "" -- fence read --store "postgres:postgresql://[::1" --key k
+# Names that are not valid UTF-8 get the answer they get on every store;
+# values are bytes; stored strings are printed escaped.
+expect 2 "" -- fence write --store "$store" --key $'\xff\xfe' --token 1 --value V
+expect 2 "" -- lease acquire --store "$store" --name "$run-u" --owner $'A\xc0\x80' --ttl 60000
+expect 0 "accepted" -- fence write --store "$store" --key "$run-bytes" --token 1 --value $'a\x01\xffb\n'
+expect 0 'fence=1 value=a\x01\xffb\n' -- fence read --store "$store" --key "$run-bytes"
+expect 0 "token=1" -- lease acquire --store "$store" --name "$run-forge" --owner $'x\ntoken=999' --ttl 60000
+expect 3 'held by x\ntoken=999' -- lease acquire --store "$store" --name "$run-forge" --owner B --ttl 60000
+
+# Every expiry is judged on the server's clock: a worker whose own clock is
+# hours ahead (faketime) cannot take a slot that another worker holds, and
+# a service instance whose clock is hours ahead still finds a live session.
+if ! command -v faketime >/dev/null; then
+  echo "FAIL: faketime is missing (tests/setup.sh installs it)"; failures=$((failures + 1))
+else
+  cslot="claim$$@$(date -u +%Y-%m-%dT%H:%M)Z"
+  expect 0 "granted fence=1 attempt=1" -- ledger claim --store "$store" --slot "$cslot" --worker A --lease-ttl 60000
+  out=$(faketime -f '+2h' "$ctl" ledger claim --store "$store" --slot "$cslot" --worker B --lease-ttl 60000 2>&1); rc=$?
+  [ "$rc" = 3 ] && [ "$out" = "in progress holder=A" ] \
+    || { echo "FAIL: a worker 2 h ahead took a held slot: rc=$rc '$out'"; failures=$((failures + 1)); }
+  out=$(faketime -f '-2h' "$ctl" ledger claim --store "$store" --slot "$cslot" --worker C --lease-ttl 60000 2>&1); rc=$?
+  [ "$rc" = 3 ] && [ "$out" = "in progress holder=A" ] \
+    || { echo "FAIL: a worker 2 h behind: rc=$rc '$out'"; failures=$((failures + 1)); }
+  sess=$("$ctl" session create --store "$store" --user alice --idle-timeout 3600 --absolute-timeout 7200 2>&1)
+  id=${sess#id=}; id=${id%% *}
+  out=$(faketime -f '+3h' "$ctl" session load --store "$store" --id "$id" 2>&1); rc=$?
+  [ "$rc" = 0 ] && [ "${out% remaining=*}" = "user=alice version=1" ] \
+    || { echo "FAIL: an instance 3 h ahead judged a live session: rc=$rc '$out' (create: '$sess')"; failures=$((failures + 1)); }
+  expect 0 "revoked" -- session revoke --store "$store" --id "$id"
+  expect 3 "not found" -- session load --store "$store" --id "$id"
+fi
+expect 2 "" -- session create --store "file:/tmp/coordctl_pg_nosessions.$$" --user alice
+rm -f /tmp/coordctl_pg_nosessions.$$ /tmp/coordctl_pg_nosessions.$$.lock
 rm -f /tmp/coordctl_pg_stderr.$$
 if [ "$failures" != 0 ]; then echo "$failures coordctl postgres check(s) failed"; exit 1; fi
 echo "coordctl postgres: all checks passed"

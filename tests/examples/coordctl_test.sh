@@ -159,6 +159,53 @@ expect 2 "" -- lease acquire --store "$store" --name n --owner A --ttl 1 --color
 expect 2 "" -- nosuch thing
 expect 2 "" --
 
+# Exactly what happened: a repeated option is refused, not last-wins; an
+# empty or non-UTF-8 name is refused on every store; stored strings are
+# printed escaped, so an owner cannot forge an output line.
+expect 2 "" -- fence write --store "$store" --key k --key j --token 50 --value V
+expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k
+expect 2 "" -- fence write --store "$store" --key "" --token 1 --value V
+expect 2 "" -- fence read --store "$store" --key ""
+expect 2 "" -- fence write --store "$store" --key $'\xff\xfe' --token 1 --value V
+expect 2 "" -- lease acquire --store "$store" --name n2 --owner $'A\xc0\x80' --ttl 60000
+expect 2 "" -- lease acquire --store "$store" --name n2 --name n3 --owner A --ttl 60000
+expect 0 "token=1" -- lease acquire --store "$store" --name forge --owner $'x\ntoken=999' --ttl 60000
+expect 3 'held by x\ntoken=999' -- lease acquire --store "$store" --name forge --owner B --ttl 60000
+expect 0 "accepted" -- fence write --store "$store" --key bytes --token 1 --value $'a\x01b\\c\n'
+expect 0 'fence=1 value=a\x01b\\c\n' -- fence read --store "$store" --key bytes
+
+# ID streams: standard output carries only IDs; a refusal goes to standard
+# error with exit 3.
+expect 0 "token=1" -- lease acquire --store "file:$dir/sf_held" --name snowflake/node/3 --owner other --ttl 600000
+out=$("$ctl" snowflake next --node 3 --state "file:$dir/sf_held" -n 5 2>"$dir/stderr"); rc=$?
+[ "$rc" = 3 ] && [ -z "$out" ] && grep -q '^refused: node 3 is held' "$dir/stderr" \
+  || { echo "FAIL: a refused snowflake stream: rc=$rc stdout='$out' stderr='$(cat "$dir/stderr")'"; failures=$((failures + 1)); }
+
+# ledger run under kill -9 at any point: the effect is idempotent per slot,
+# so each slot ends with exactly one line however often a run was killed
+# between the effect and the done marker (or anywhere else).
+for i in $(seq 1 40); do
+  ks="kill$i@2026-10-13T09:00Z"
+  "$ctl" ledger run --store "file:$dir/kledger" --slot "$ks" --effect-file "$dir/keffects" --lease-ttl 1 \
+    --replay-window-hours 87840 >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.00$(( RANDOM % 10 ))"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    r=$("$ctl" ledger run --store "file:$dir/kledger" --slot "$ks" --effect-file "$dir/keffects" --lease-ttl 1 \
+        --replay-window-hours 87840 2>&1) && break
+  done
+  case "$r" in applied|replayed) ;; *) echo "FAIL: ledger run after a kill: $r"; failures=$((failures + 1)) ;; esac
+done
+[ "$(grep -c . "$dir/keffects")" = 40 ] && [ "$(sort "$dir/keffects" | uniq -d | wc -l)" = 0 ] \
+  || { echo "FAIL: killed ledger runs left: $(sort "$dir/keffects" | uniq -c | sort -rn | head -3)"; failures=$((failures + 1)); }
+# A line that a killed run left without its done marker is not appended again.
+printf 'pre@2026-10-13T09:00:00Z\n' > "$dir/pre_effects"
+expect 0 "applied" -- ledger run --store "file:$dir/kledger" --slot "pre@2026-10-13T09:00Z" --effect-file "$dir/pre_effects" --replay-window-hours 87840
+[ "$(cat "$dir/pre_effects")" = "pre@2026-10-13T09:00:00Z" ] \
+  || { echo "FAIL: the effect was applied twice: $(cat "$dir/pre_effects")"; failures=$((failures + 1)); }
+
 # Infrastructure: a corrupt state file or a missing directory, exit 1.
 printf 'garbage that is not a coord state file........................' > "$dir/bad"
 expect 1 "" -- fence read --store "file:$dir/bad" --key k

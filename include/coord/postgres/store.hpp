@@ -7,8 +7,10 @@
 // (SELECT ... FOR UPDATE), applies the same rule as the memory store and
 // writes, all in the one statement's transaction; or one INSERT ... ON
 // CONFLICT ... RETURNING. Nothing is read in one call and written in another.
-// Lease expiry is judged on the server's clock (clock_timestamp()), never on
-// the client's. The schema (tables coord_*, functions coord_*) is created by
+// Every expiry (leases, the ledger's execution leases, replay window and
+// retention, sessions' idle and absolute timeouts) is judged on the server's
+// clock (clock_timestamp()), read inside the statement, never on the
+// client's: no call sends the client's time. The schema (tables coord_*, functions coord_*) is created by
 // the constructor, idempotently, under an advisory lock; see schema_sql().
 //
 //   coord::postgres::store store{"host=db1 dbname=app user=svc"};
@@ -89,6 +91,22 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 inline std::string& last_error() {
     thread_local std::string message;
     return message;
+}
+
+/// Why `conninfo` is not a connection string libpq accepts (a malformed
+/// key=value list or URI), or nullopt when it is one. Says nothing of
+/// whether the server can be reached.
+inline std::optional<std::string> conninfo_error(const std::string& conninfo) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+    if (opts) {
+        PQconninfoFree(opts);
+        return std::nullopt;
+    }
+    std::string why = err ? err : "out of memory";
+    if (err) PQfreemem(err);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    return why;
 }
 
 /// The clock policy that means "the server's clock": leases are judged on
@@ -189,6 +207,22 @@ CREATE TABLE IF NOT EXISTS coord_session (
   version bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS coord_session_user ON coord_session(user_name);
 
+-- The server's clock in Unix milliseconds (floor), or p_now when a test sends one.
+CREATE OR REPLACE FUNCTION coord_now_ms(p_now bigint) RETURNS bigint LANGUAGE sql VOLATILE AS
+$$ SELECT coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) $$;
+
+-- A new session stamped with the server's clock; 0 created, 3 conflict.
+CREATE OR REPLACE FUNCTION coord_session_create(p_hash text, p_user text, p_data bytea, p_idle bigint,
+  p_absolute bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_created bigint, o_expiry bigint) LANGUAGE plpgsql AS $$
+DECLARE now_ms bigint := coord_now_ms(p_now);
+BEGIN
+  INSERT INTO coord_session VALUES (p_hash, p_user, p_data, now_ms, now_ms, now_ms + p_absolute, p_idle, 1)
+    ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN RETURN QUERY SELECT 3, 0::bigint, 0::bigint; RETURN; END IF;
+  RETURN QUERY SELECT 0, now_ms, now_ms + p_absolute;
+END $$;
+
 -- Given the locked row of a session (p_found: there was one): 0 live, 1 not
 -- found, 2 expired (and the row is deleted).
 CREATE OR REPLACE FUNCTION coord_session_state(p_found boolean, r coord_session, p_now bigint) RETURNS int
@@ -204,38 +238,38 @@ END $$;
 CREATE OR REPLACE FUNCTION coord_session_load(p_hash text, p_now bigint)
 RETURNS TABLE(o_status int, o_user text, o_data bytea, o_created bigint, o_last_seen bigint, o_expiry bigint,
   o_idle bigint, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session;
+DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
 BEGIN
   SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
-  st := coord_session_state(FOUND, r, p_now);
+  st := coord_session_state(FOUND, r, now_ms);
   IF st <> 0 THEN RETURN QUERY SELECT st, ''::text, ''::bytea, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
-  UPDATE coord_session SET last_seen_ms = greatest(r.last_seen_ms, p_now) WHERE hash = p_hash;
-  RETURN QUERY SELECT 0, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, p_now), r.absolute_expiry_ms,
+  UPDATE coord_session SET last_seen_ms = greatest(r.last_seen_ms, now_ms) WHERE hash = p_hash;
+  RETURN QUERY SELECT 0, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, now_ms), r.absolute_expiry_ms,
     r.idle_timeout_ms, r.version;
 END $$;
 
 CREATE OR REPLACE FUNCTION coord_session_save(p_hash text, p_version bigint, p_data bytea, p_now bigint)
 RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session;
+DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
 BEGIN
   SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
-  st := coord_session_state(FOUND, r, p_now);
+  st := coord_session_state(FOUND, r, now_ms);
   IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
   IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
-  UPDATE coord_session SET data = p_data, last_seen_ms = greatest(r.last_seen_ms, p_now), version = r.version + 1
+  UPDATE coord_session SET data = p_data, last_seen_ms = greatest(r.last_seen_ms, now_ms), version = r.version + 1
     WHERE hash = p_hash;
   RETURN QUERY SELECT 0, r.version + 1;
 END $$;
 
 CREATE OR REPLACE FUNCTION coord_session_rotate(p_old text, p_new text, p_version bigint, p_now bigint)
 RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session;
+DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
 BEGIN
   SELECT * INTO r FROM coord_session WHERE hash = p_old FOR UPDATE;
-  st := coord_session_state(FOUND, r, p_now);
+  st := coord_session_state(FOUND, r, now_ms);
   IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
   IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
-  INSERT INTO coord_session VALUES (p_new, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, p_now),
+  INSERT INTO coord_session VALUES (p_new, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, now_ms),
     r.absolute_expiry_ms, r.idle_timeout_ms, r.version + 1) ON CONFLICT DO NOTHING;
   IF NOT FOUND THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
   DELETE FROM coord_session WHERE hash = p_old;
@@ -254,26 +288,37 @@ CREATE TABLE IF NOT EXISTS coord_ledger (
   completed_ns bigint NOT NULL DEFAULT 0, retain_until_ns bigint NOT NULL DEFAULT 0,
   payload_hash text NOT NULL DEFAULT '', result bytea NOT NULL DEFAULT '', fail_reason text NOT NULL DEFAULT '');
 
--- o_kind: 0 granted, 1 replayed, 2 in progress, 3 payload mismatch (claim_outcome's order).
+-- The server's clock in Unix nanoseconds, or p_now when a test sends one.
+CREATE OR REPLACE FUNCTION coord_now_ns(p_now bigint) RETURNS bigint LANGUAGE sql VOLATILE AS
+$$ SELECT coalesce(p_now, coord_now_ns()) $$;
+
+-- o_kind: 0 granted, 1 replayed, 2 in progress, 3 payload mismatch, 4
+-- expired (claim_outcome's order). Every time is the server's: the lease
+-- ends p_ttl after its now; a slot scheduled more than p_window_ms before
+-- its now is expired (and no row is made for it).
+DROP FUNCTION IF EXISTS coord_ledger_claim(text, bigint, bigint, text, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION coord_ledger_claim(p_key text, p_scheduled_ms bigint, p_version bigint, p_worker text,
-  p_hash text, p_now bigint, p_lease_until bigint)
+  p_hash text, p_ttl bigint, p_window_ms bigint, p_now bigint)
 RETURNS TABLE(o_kind int, o_fence bigint, o_attempt bigint, o_holder text, o_lease_until bigint, o_result bytea)
 LANGUAGE plpgsql AS $$
-DECLARE r coord_ledger;
+DECLARE r coord_ledger; now_ns bigint := coord_now_ns(p_now);
 BEGIN
+  IF p_scheduled_ms::numeric + p_window_ms < floor(now_ns::numeric / 1000000) THEN
+    RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
   INSERT INTO coord_ledger(key) VALUES (p_key) ON CONFLICT DO NOTHING;
   SELECT * INTO r FROM coord_ledger WHERE key = p_key FOR UPDATE;
   IF (r.attempt > 0 OR r.state <> 0) AND r.payload_hash <> p_hash THEN
     RETURN QUERY SELECT 3, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
   END IF;
   IF r.state = 2 THEN RETURN QUERY SELECT 1, r.fence, r.attempt, ''::text, 0::bigint, r.result; RETURN; END IF;
-  IF r.state = 1 AND p_now < r.lease_until_ns THEN
+  IF r.state = 1 AND now_ns < r.lease_until_ns THEN
     RETURN QUERY SELECT 2, r.fence, r.attempt, r.holder, r.lease_until_ns, ''::bytea; RETURN;
   END IF;
   UPDATE coord_ledger SET scheduled_ms = p_scheduled_ms, schedule_version = p_version, payload_hash = p_hash,
-    state = 1, fence = r.fence + 1, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = p_lease_until,
-    started_ns = p_now WHERE key = p_key;
-  RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, p_lease_until, ''::bytea;
+    state = 1, fence = r.fence + 1, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = now_ns + p_ttl,
+    started_ns = now_ns WHERE key = p_key;
+  RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
 END $$;
 )SQL";
 }
@@ -284,10 +329,13 @@ END $$;
 template <class Clock = server_clock>
 class basic_store {
 public:
-    /// Connects and creates the schema. Throws store_error naming the server
-    /// when either fails.
+    /// Connects and creates the schema. Throws std::invalid_argument when
+    /// `conninfo` is malformed (conninfo_error), store_error naming the
+    /// server when connecting or the schema fails.
     explicit basic_store(std::string conninfo, Clock clock = Clock{})
         : conninfo_(std::move(conninfo)), clock_(std::move(clock)) {
+        if (auto why = conninfo_error(conninfo_))
+            throw std::invalid_argument("coord: PostgreSQL conninfo is malformed: " + *why);
         std::lock_guard lk(mutex_);
         // A constructor that throws runs no destructor: close the connection here.
         auto refuse = [this](std::error_code ec, const std::string& what) {
@@ -432,22 +480,22 @@ public:
         std::lock_guard lk(mutex_);
         return claim_locked(q, true);
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
-        return ledger_update("UPDATE coord_ledger SET lease_until_ns = $3 WHERE key = $1 AND state = 1 AND fence = $2",
-                             {param(key), param_u64(fence), param(lease_until)});
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+        return ledger_update("UPDATE coord_ledger SET lease_until_ns = coord_now_ns($4) + $3 "
+                             "WHERE key = $1 AND state = 1 AND fence = $2",
+                             {param(key), param_u64(fence), param(ttl_ns), now_param()});
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t now, std::int64_t retain_until) {
-        return ledger_update("UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
-                             "WHERE key = $1 AND state = 1 AND fence = $2",
-                             {param(key), param_u64(fence), bytes_param(result_text), param(now), param(retain_until)});
+                                 std::int64_t retain_until) {
+        return ledger_update(done_sql, {param(key), param_u64(fence), bytes_param(result_text), now_param(),
+                                        param(retain_until)});
     }
-    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
         return ledger_update("UPDATE coord_ledger SET state = 0, fail_reason = $3, lease_until_ns = 0 "
                              "WHERE key = $1 AND state = 1 AND fence = $2",
                              {param(key), param_u64(fence), param(reason)});
     }
-    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
         std::lock_guard lk(mutex_);
         auto r = exec("UPDATE coord_ledger SET fence = fence + 1, state = 0, fail_reason = $2, lease_until_ns = 0 "
                       "WHERE key = $1 AND state = 1 RETURNING fence",
@@ -484,9 +532,10 @@ public:
         rec.fail_reason = r->text(0, 13);
         return std::optional<ledger_record>{std::move(rec)};
     }
-    result<std::size_t> ledger_prune(std::int64_t now) {
+    result<std::size_t> ledger_prune() {
         std::lock_guard lk(mutex_);
-        auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= $1", {param(now)}, true);
+        auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= coord_now_ns($1)",
+                      {now_param()}, true);
         if (!r) return unexpected(r.error());
         return static_cast<std::size_t>(to_u64(PQcmdTuples(r->get())));
     }
@@ -528,9 +577,8 @@ public:
             }
         }
         // The done marker and COMMIT in one round trip.
-        auto done = pipeline({{"UPDATE coord_ledger SET state = 2, result = $3, completed_ns = $4, retain_until_ns = $5 "
-                               "WHERE key = $1 AND state = 1 AND fence = $2",
-                               {param(q.key), param_u64(c->fence), bytes_param(produced), param(q.now_ns),
+        auto done = pipeline({{done_sql,
+                               {param(q.key), param_u64(c->fence), bytes_param(produced), now_param(),
                                 param(retain_until)}},
                               {"COMMIT", {}}},
                              true);
@@ -567,20 +615,27 @@ public:
 
     // session_store ------------------------------------------------------------
 
-    result<void> session_create(std::string_view hash, const session_record& rec) {
+    result<session_record> session_create(std::string_view hash, const session_request& req) {
         std::lock_guard lk(mutex_);
-        auto r = exec("INSERT INTO coord_session VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-                      {param(hash), param(rec.user), bytes_param(rec.data), param(rec.created_ms),
-                       param(rec.last_seen_ms), param(rec.absolute_expiry_ms), param(rec.idle_timeout_ms),
-                       param_u64(rec.version)},
+        auto r = exec("SELECT * FROM coord_session_create($1, $2, $3, $4, $5, $6)",
+                      {param(hash), param(req.user), bytes_param(req.data), param(req.idle_timeout_ms),
+                       param(req.absolute_timeout_ms), now_ms_param()},
                       true);
         if (!r) return unexpected(r.error());
-        if (to_u64(PQcmdTuples(r->get())) == 0) return unexpected(coord::make_error_code(coord::errc::session_conflict));
-        return {};
+        if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
+        if (auto e = session_status(r->text(0, 0))) return unexpected(e);
+        session_record rec;
+        rec.user.assign(req.user);
+        rec.data.assign(req.data);
+        rec.created_ms = rec.last_seen_ms = to_i64(r->text(0, 1));
+        rec.absolute_expiry_ms = to_i64(r->text(0, 2));
+        rec.idle_timeout_ms = req.idle_timeout_ms;
+        rec.version = 1;
+        return rec;
     }
-    result<session_record> session_load(std::string_view hash, std::int64_t now_ms) {
+    result<session_record> session_load(std::string_view hash) {
         std::lock_guard lk(mutex_);
-        auto r = exec("SELECT * FROM coord_session_load($1, $2)", {param(hash), param(now_ms)}, true);
+        auto r = exec("SELECT * FROM coord_session_load($1, $2)", {param(hash), now_ms_param()}, true);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
         if (auto e = session_status(r->text(0, 0))) return unexpected(e);
@@ -594,15 +649,13 @@ public:
         rec.version = to_u64(r->text(0, 7));
         return rec;
     }
-    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data,
-                                       std::int64_t now_ms) {
+    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data) {
         return session_versioned("SELECT * FROM coord_session_save($1, $2, $3, $4)",
-                                 {param(hash), param_u64(version), bytes_param(data), param(now_ms)});
+                                 {param(hash), param_u64(version), bytes_param(data), now_ms_param()});
     }
-    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version,
-                                         std::int64_t now_ms) {
+    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version) {
         return session_versioned("SELECT * FROM coord_session_rotate($1, $2, $3, $4)",
-                                 {param(old_hash), param(new_hash), param_u64(version), param(now_ms)});
+                                 {param(old_hash), param(new_hash), param_u64(version), now_ms_param()});
     }
     result<bool> session_revoke(std::string_view hash) {
         std::lock_guard lk(mutex_);
@@ -688,9 +741,14 @@ private:
     static param_value param(std::int64_t v) { return {std::to_string(v), false}; }
     static param_value param_u64(std::uint64_t v) { return {std::to_string(v), false}; }
     static param_value bytes_param(std::string_view s) { return {std::string(s), true}; }
+    // The time a test clock sends (NULL for server_clock: the server reads its own).
     param_value now_param() const {
         if constexpr (std::is_same_v<Clock, server_clock>) return {std::nullopt, false};
         else return {std::to_string(since_epoch_ns(clock_.now())), false};
+    }
+    param_value now_ms_param() const {
+        if constexpr (std::is_same_v<Clock, server_clock>) return {std::nullopt, false};
+        else return {std::to_string(unix_millis(clock_.now())), false};
     }
 
     static std::uint64_t to_u64(const std::string& s) { return std::strtoull(s.c_str(), nullptr, 10); }
@@ -703,6 +761,10 @@ private:
             PQreset(conn_);
         } else {
             conn_ = PQconnectdb(conninfo_.c_str());
+            // A library writes nothing to the application's stderr: the
+            // server's notices (CREATE ... IF NOT EXISTS on an existing
+            // table) are dropped; errors come back as error codes.
+            if (conn_) PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
         }
         if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
         last_error() = conn_ ? PQerrorMessage(conn_) : "out of memory";
@@ -843,10 +905,14 @@ private:
         return {};
     }
 
-    static constexpr const char* claim_sql = "SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7)";
-    static std::vector<param_value> claim_params(const ledger_claim_request& q) {
-        return {param(q.key), param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
-                param(q.worker), param(q.payload_hash), param(q.now_ns), param(q.lease_until_ns)};
+    static constexpr const char* claim_sql = "SELECT * FROM coord_ledger_claim($1, $2, $3, $4, $5, $6, $7, $8)";
+    static constexpr const char* done_sql =
+        "UPDATE coord_ledger SET state = 2, result = $3, completed_ns = coord_now_ns($4), retain_until_ns = $5 "
+        "WHERE key = $1 AND state = 1 AND fence = $2";
+    std::vector<param_value> claim_params(const ledger_claim_request& q) const {
+        return {param(q.key),          param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
+                param(q.worker),       param(q.payload_hash), param(q.lease_ttl_ns),
+                param(q.replay_window_ms), now_param()};
     }
 
     result<claim_outcome> claim_locked(const ledger_claim_request& q, bool writes) {
@@ -928,10 +994,11 @@ private:
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
         claim_outcome out;
         const auto kind = to_i64(r->text(0, 0));
-        out.kind = kind == 0 ? claim_outcome::granted
+        out.kind = kind == 0   ? claim_outcome::granted
                    : kind == 1 ? claim_outcome::replayed
                    : kind == 2 ? claim_outcome::in_progress
-                               : claim_outcome::payload_mismatch;
+                   : kind == 3 ? claim_outcome::payload_mismatch
+                               : claim_outcome::expired;
         out.fence = to_u64(r->text(0, 1));
         out.attempt = static_cast<std::uint32_t>(to_u64(r->text(0, 2)));
         out.holder = r->text(0, 3);

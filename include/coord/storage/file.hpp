@@ -323,7 +323,7 @@ private:
 /// file shared by the processes of one machine.
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
-template <clock Clock = system_clock>
+template <unix_clock Clock = system_clock>
 class basic_file_store {
 public:
     /// Opens the store at `path`, creating an empty one when the file does not
@@ -415,23 +415,24 @@ public:
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         // Only a grant changes the record: replays and refusals write nothing.
         return transact<true, std::error_code>(
-            [&](detail::file_state& s, std::int64_t) {
-                return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q);
+            [&](detail::file_state& s, std::int64_t now) -> result<claim_outcome> {
+                if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
+                return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q, now);
             },
             [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
-            return detail::ledger_rule::heartbeat(find_record(s, key), fence, lease_until);
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) {
+            return detail::ledger_rule::heartbeat(find_record(s, key), fence, ttl_ns, now);
         });
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t now, std::int64_t retain_until) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+                                 std::int64_t retain_until) {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) {
             return detail::ledger_rule::complete(find_record(s, key), fence, result_text, now, retain_until);
         });
     }
-    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
         return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
             return detail::ledger_rule::fail(find_record(s, key), fence, reason);
         });
@@ -443,14 +444,14 @@ public:
                 return r ? std::optional<ledger_record>(*r) : std::nullopt;
             });
     }
-    result<std::size_t> ledger_prune(std::int64_t now) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) -> result<std::size_t> {
+    result<std::size_t> ledger_prune() {
+        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) -> result<std::size_t> {
             return static_cast<std::size_t>(
                 std::erase_if(s.ledger, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
         });
     }
 
-    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
         return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
             return detail::ledger_rule::revoke(find_record(s, key), reason);
         });

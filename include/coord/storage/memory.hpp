@@ -6,7 +6,11 @@
 // every operation is one atomic step for all threads of the process. Nothing
 // survives the process: use it for one process's own coordination, for tests,
 // and as the model the durable stores and engines are checked against.
-// Lease expiry is judged on the store's Clock (steady_clock by default).
+// Every expiry is judged on the store's Clock (steady_clock by default):
+// leases, the ledger's execution leases, replay window and retention, and
+// sessions' idle and absolute timeouts. The ledger and sessions keep Unix
+// times: on a steady clock the store maps its readings to Unix time once, at
+// construction, so they never step.
 //
 //   coord::memory_store store;
 //   coord::lease_manager leases{store};
@@ -62,7 +66,10 @@ V& find_or_insert(string_map<V>& m, std::string_view key) {
 template <clock Clock = steady_clock>
 class basic_memory_store {
 public:
-    explicit basic_memory_store(Clock clock = Clock{}) : clock_(std::move(clock)) {}
+    explicit basic_memory_store(Clock clock = Clock{}) : clock_(std::move(clock)) {
+        if constexpr (!unix_clock<Clock>)
+            unix_offset_ns_ = since_epoch_ns(std::chrono::system_clock::now()) - since_epoch_ns(clock_.now());
+    }
     basic_memory_store(const basic_memory_store&) = delete;
     basic_memory_store& operator=(const basic_memory_store&) = delete;
 
@@ -127,18 +134,20 @@ public:
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         std::lock_guard lk(ledger_mutex_);
-        return detail::ledger_rule::claim(detail::find_or_insert(ledger_, q.key), q);
+        const auto now = unix_now_ns();
+        if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
+        return detail::ledger_rule::claim(detail::find_or_insert(ledger_, q.key), q, now);
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t lease_until, std::int64_t) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
         std::lock_guard lk(ledger_mutex_);
-        return detail::ledger_rule::heartbeat(find_record(key), fence, lease_until);
+        return detail::ledger_rule::heartbeat(find_record(key), fence, ttl_ns, unix_now_ns());
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t now, std::int64_t retain_until) {
+                                 std::int64_t retain_until) {
         std::lock_guard lk(ledger_mutex_);
-        return detail::ledger_rule::complete(find_record(key), fence, result_text, now, retain_until);
+        return detail::ledger_rule::complete(find_record(key), fence, result_text, unix_now_ns(), retain_until);
     }
-    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason, std::int64_t) {
+    result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
         std::lock_guard lk(ledger_mutex_);
         return detail::ledger_rule::fail(find_record(key), fence, reason);
     }
@@ -147,20 +156,23 @@ public:
         auto* r = find_record(key);
         return r ? std::optional<ledger_record>(*r) : std::nullopt;
     }
-    result<std::size_t> ledger_prune(std::int64_t now) {
+    result<std::size_t> ledger_prune() {
         std::lock_guard lk(ledger_mutex_);
+        const auto now = unix_now_ns();
         return static_cast<std::size_t>(
             std::erase_if(ledger_, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
     }
-    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason, std::int64_t) {
+    result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
         std::lock_guard lk(ledger_mutex_);
         return detail::ledger_rule::revoke(find_record(key), reason);
     }
     template <class F>
     result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
         std::lock_guard lk(ledger_mutex_);
+        const auto now = unix_now_ns();
+        if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
         auto& r = detail::find_or_insert(ledger_, q.key);
-        auto c = detail::ledger_rule::claim(r, q);
+        auto c = detail::ledger_rule::claim(r, q, now);
         if (!c || c->kind != claim_outcome::granted) return c;
         std::string produced;
         try {
@@ -172,46 +184,48 @@ public:
             (void)detail::ledger_rule::fail(&r, c->fence, "unknown exception");
             throw;
         }
-        (void)detail::ledger_rule::complete(&r, c->fence, produced, q.now_ns, retain_until);
+        (void)detail::ledger_rule::complete(&r, c->fence, produced, unix_now_ns(), retain_until);
         c->result = std::move(produced);
         return c;
     }
 
     // session_store -------------------------------------------------------
 
-    result<void> session_create(std::string_view hash, const session_record& rec) {
+    result<session_record> session_create(std::string_view hash, const session_request& req) {
         std::lock_guard lk(session_mutex_);
+        auto rec = detail::session_rule::create(req, unix_now_ms());
         if (!sessions_.emplace(std::string(hash), rec).second) return unexpected(errc::session_conflict);
-        return {};
+        return rec;
     }
-    result<session_record> session_load(std::string_view hash, std::int64_t now_ms) {
+    result<session_record> session_load(std::string_view hash) {
         std::lock_guard lk(session_mutex_);
-        auto it = live_session(hash, now_ms);
+        const auto now = unix_now_ms();
+        auto it = live_session(hash, now);
         if (!it) return unexpected(it.error());
-        (*it)->second.last_seen_ms = std::max((*it)->second.last_seen_ms, now_ms);
+        detail::session_rule::touch((*it)->second, now);
         return (*it)->second;
     }
-    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data,
-                                       std::int64_t now_ms) {
+    result<std::uint64_t> session_save(std::string_view hash, std::uint64_t version, std::string_view data) {
         std::lock_guard lk(session_mutex_);
-        auto it = live_session(hash, now_ms);
+        const auto now = unix_now_ms();
+        auto it = live_session(hash, now);
         if (!it) return unexpected(it.error());
         auto& rec = (*it)->second;
         if (rec.version != version) return unexpected(errc::session_conflict);
         rec.data.assign(data);
-        rec.last_seen_ms = std::max(rec.last_seen_ms, now_ms);
+        detail::session_rule::touch(rec, now);
         return ++rec.version;
     }
-    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version,
-                                         std::int64_t now_ms) {
+    result<std::uint64_t> session_rotate(std::string_view old_hash, std::string_view new_hash, std::uint64_t version) {
         std::lock_guard lk(session_mutex_);
-        auto it = live_session(old_hash, now_ms);
+        const auto now = unix_now_ms();
+        auto it = live_session(old_hash, now);
         if (!it) return unexpected(it.error());
         if ((*it)->second.version != version) return unexpected(errc::session_conflict);
         if (sessions_.find(new_hash) != sessions_.end()) return unexpected(errc::session_conflict);
         session_record rec = std::move((*it)->second);
         sessions_.erase(*it);
-        rec.last_seen_ms = std::max(rec.last_seen_ms, now_ms);
+        detail::session_rule::touch(rec, now);
         ++rec.version;
         const std::uint64_t v = rec.version;
         sessions_.emplace(std::string(new_hash), std::move(rec));
@@ -260,8 +274,12 @@ public:
         return false;
     }
 
-    /// The clock lease expiry is judged on.
+    /// The clock every expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
+    /// The store's now in Unix nanoseconds: the clock's reading when it is on
+    /// the Unix epoch, else the steady reading mapped to Unix time at
+    /// construction (so it never steps).
+    std::int64_t unix_now_ns() const noexcept { return unix_offset_ns_ + since_epoch_ns(clock_.now()); }
 
 private:
     template <class Assign>
@@ -272,6 +290,10 @@ private:
                                          std::forward<Assign>(assign));
     }
     std::int64_t now_ns() const { return since_epoch_ns(clock_.now()); }
+    std::int64_t unix_now_ms() const noexcept {
+        const auto ns = unix_now_ns();
+        return ns / 1'000'000 - (ns % 1'000'000 < 0 ? 1 : 0);
+    }
     // The record of a name, or a scratch free record (renew and release of an
     // unknown name are refused without growing the table).
     detail::lease_rule::record& existing(std::string_view name) {
@@ -282,6 +304,7 @@ private:
     }
 
     Clock clock_;
+    std::int64_t unix_offset_ns_ = 0;  // added to a steady clock's readings
     mutable std::mutex fence_mutex_;
     detail::string_map<detail::fence_rule::record> fences_;
     mutable std::mutex lease_mutex_;
@@ -338,7 +361,7 @@ using lease_manager = basic_lease_manager<memory_store>;
 using job_ledger = basic_job_ledger<memory_store>;
 /// Segment IDs from a memory_store's allocator (one process).
 using segment_generator = basic_segment_generator<memory_store>;
-/// Opaque sessions in a memory_store, timed on the wall clock.
-using session_manager = basic_session_manager<system_clock, memory_store>;
+/// Opaque sessions in a memory_store (timed on its steady clock).
+using session_manager = basic_session_manager<memory_store>;
 
 }  // namespace coord

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/detail/text.hpp: the rule every store applies to names (fence keys,
+// lease names and owners, segment tags, session users): valid UTF-8 without
+// NUL, so that every store, whether it keeps names as bytes (memory, file) or
+// as text (PostgreSQL), gives the same answer for the same name.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace coord::detail {
+
+/// True when `s` is well-formed UTF-8 (RFC 3629: shortest form, no
+/// surrogates, at most U+10FFFF) and holds no NUL byte.
+constexpr bool valid_name_text(std::string_view s) noexcept {
+    std::size_t i = 0;
+    const std::size_t n = s.size();
+    while (i < n) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x01 && c < 0x80) {
+            ++i;
+            continue;
+        }
+        if (c == 0) return false;
+        std::size_t len;
+        unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+        else if (c == 0xED) len = 3, hi = 0x9F;  // no surrogates
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F;  // at most U+10FFFF
+        else return false;
+        if (n - i < len) return false;
+        const auto c1 = static_cast<unsigned char>(s[i + 1]);
+        if (c1 < lo || c1 > hi) return false;
+        for (std::size_t k = 2; k < len; ++k) {
+            const auto ck = static_cast<unsigned char>(s[i + k]);
+            if (ck < 0x80 || ck > 0xBF) return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+}  // namespace coord::detail
