@@ -2,10 +2,16 @@
 // file_store: durability across kill -9 and restarts, sharing between
 // processes, and refusing damaged state files.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coord/detail/binary.hpp"
 #include "coord/fence.hpp"
@@ -238,6 +245,244 @@ TEST(FileStore, MissingDirectoryIsAClearError) {
         ADD_FAILURE() << "opened a store in a missing directory";
     } catch (const coord::store_error& e) {
         EXPECT_NE(std::string(e.what()).find("no/such/dir"), std::string::npos) << e.what();
+    }
+}
+
+// Every spelling and link of one state file is one store: one state, one
+// lock. Two holders never get one token; a stale write is refused whichever
+// spelling it comes through.
+TEST(FileStoreIdentity, EverySpellingAndLinkIsOneStore) {
+    namespace fs = std::filesystem;
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    fs::create_directories(dir / "sub");
+    fs::create_symlink(dir / "state", dir / "link");          // dangling until the store exists
+    fs::create_symlink("../link", dir / "sub" / "chain");      // relative, through another link
+    fs::create_symlink(dir.path(), dir / "dirlink");             // a link to the directory
+    const std::vector<fs::path> spellings{
+        dir / "state", dir / "link", dir / "sub" / "chain", dir / "dirlink" / "state",
+        fs::path(dir.path().string() + "/./state"), fs::path(dir.path().string() + "//state"),
+        dir / "sub" / ".." / "state", dir / "dirlink" / "sub" / ".." / "link"};
+    std::vector<std::unique_ptr<store_t>> stores;
+    for (const auto& p : spellings) stores.push_back(std::make_unique<store_t>(p, clock));
+    for (const auto& s : stores) EXPECT_EQ(s->path(), stores[0]->path());
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir / "state")) ||
+                !fs::exists(fs::symlink_status(dir / "state")));
+    coord::fence_token last = 0;
+    for (std::size_t i = 0; i < stores.size(); ++i) {
+        coord::basic_lease_manager leases{*stores[i]};
+        auto l = leases.acquire("job", "owner" + std::to_string(i), 10s);
+        ASSERT_TRUE(l) << spellings[i];
+        EXPECT_GT(l->token, last) << spellings[i];
+        last = l->token;
+        for (std::size_t j = 0; j < stores.size(); ++j) {
+            coord::basic_lease_manager other{*stores[j]};
+            EXPECT_EQ(other.acquire("job", "intruder", 10s).error(), coord::errc::lease_held)
+                << spellings[i] << " then " << spellings[j];
+        }
+        ASSERT_TRUE(leases.release(*l));
+        ASSERT_TRUE(stores[i]->fence_write("k", 10 + i, "v"));
+        for (const auto& s : stores) EXPECT_EQ(s->fence_write("k", 9 + i, "stale").error(), coord::errc::stale_fence);
+    }
+    // The symbolic link is still a link: writes replaced the file it names.
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir / "link")));
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir / "state")));
+    EXPECT_FALSE(fs::exists(dir / "link.lock"));
+}
+
+// A hard-linked state file cannot be shared safely (a write replaces one
+// name; the other keeps the old state): refused through either name, and by
+// an open store at its next call, which writes nothing.
+TEST(FileStoreIdentity, HardLinkedStateFileIsRefused) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    store_t open_store{dir / "state", clock};
+    ASSERT_TRUE(open_store.fence_write("k", 1, "one"));
+    std::filesystem::create_hard_link(dir / "state", dir / "twin");
+    const auto before = slurp(dir / "state");
+    for (const char* name : {"state", "twin"}) {
+        try {
+            store_t s{dir / name, clock};
+            ADD_FAILURE() << "opened a hard-linked state file through " << name;
+        } catch (const coord::store_error& e) {
+            EXPECT_EQ(e.code(), coord::errc::state_hard_linked) << e.what();
+        }
+    }
+    EXPECT_EQ(open_store.fence_write("k", 2, "two").error(), coord::errc::state_hard_linked);
+    EXPECT_EQ(slurp(dir / "state"), before);
+    std::filesystem::remove(dir / "twin");
+    EXPECT_TRUE(open_store.fence_write("k", 2, "two"));
+}
+
+// A path that is a FIFO, a device, a directory or a socket is refused at
+// open with a clear error, at once (a FIFO does not block, /dev/zero is not
+// read); so is a FIFO where the lock file belongs.
+TEST(FileStoreIdentity, NotARegularFileIsRefusedWithoutBlocking) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    std::filesystem::create_directories(dir / "adir");
+    const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_GE(sock, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const auto sock_path = (dir / "sock").string();
+    ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+    std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+    ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    for (const auto& p : {dir / "fifo", std::filesystem::path("/dev/zero"), std::filesystem::path("/dev/null"),
+                          dir / "adir", dir / "sock", dir / "adir" / "..", dir / "adir" / ""}) {
+        try {
+            store_t s{p, clock};
+            ADD_FAILURE() << "opened " << p;
+        } catch (const coord::store_error& e) {
+            EXPECT_EQ(e.code(), coord::errc::state_not_regular) << p << ": " << e.what();
+        }
+    }
+    ::close(sock);
+    ASSERT_EQ(::mkfifo((dir / "s2.lock").c_str(), 0600), 0);
+    EXPECT_THROW(store_t(dir / "s2", clock), coord::store_error);
+    // A FIFO planted where the next write's temporary file goes: an error, no hang.
+    store_t s3{dir / "s3", clock};
+    ASSERT_EQ(::mkfifo((dir / "s3.tmp").c_str(), 0600), 0);
+    EXPECT_EQ(s3.fence_write("k", 1, "v").error(), coord::errc::state_not_regular);
+}
+
+// A state file deleted, or replaced by an older copy, between two processes
+// is caught by the next one to open it (the lock file records the newest
+// generation), as by a process that has it open. Deleting both files is a
+// new store: that cannot be told apart, and the README says so.
+TEST(FileStoreIdentity, StateThatWentBackBetweenProcessesIsRefused) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const auto path = dir / "state";
+    std::string old_copy;
+    {
+        store_t s{path, clock};
+        coord::basic_lease_manager leases{s};
+        auto l = leases.acquire("n", "A", 1s);
+        ASSERT_TRUE(l && leases.release(*l));
+        old_copy = slurp(path);
+        l = leases.acquire("n", "A", 1s);
+        ASSERT_TRUE(l && leases.release(*l));
+        EXPECT_EQ(l->token, 2u);
+    }
+    const auto newest = slurp(path);
+    auto refused = [&](const char* what) {
+        try {
+            store_t s{path, clock};
+            ADD_FAILURE() << what << ": opened, and would reissue token 2";
+        } catch (const coord::store_error& e) {
+            EXPECT_EQ(e.code(), coord::errc::state_went_back) << what << ": " << e.what();
+        }
+    };
+    spit(path, old_copy);
+    refused("an older copy put back");
+    EXPECT_EQ(slurp(path), old_copy);
+    std::filesystem::remove(path);
+    refused("the state file deleted");
+    EXPECT_FALSE(std::filesystem::exists(path));
+    spit(path, newest);
+    {
+        store_t s{path, clock};
+        coord::basic_lease_manager leases{s};
+        EXPECT_EQ(leases.acquire("n", "B", 1s)->token, 3u);
+    }
+    // Both files gone: a new store (not detectable).
+    std::filesystem::remove(path);
+    std::filesystem::remove(dir / "state.lock");
+    store_t fresh{path, clock};
+    coord::basic_lease_manager leases{fresh};
+    EXPECT_EQ(leases.acquire("n", "C", 1s)->token, 1u);
+}
+
+// A lock file removed while a process waited on it never yields an
+// exclusive step: the waiter must lock the file now at the path, which
+// another process holds, and wait for it.
+TEST(FileStoreIdentity, RemovedLockFileNeverYieldsAnExclusiveStep) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const auto path = dir / "state";
+    store_t a{path, clock};
+    ASSERT_TRUE(a.fence_write("k", 1, "first"));
+    const auto lock = path.string() + ".lock";
+    ASSERT_EQ(::unlink(lock.c_str()), 0);  // removed by an operator
+    const int other = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);  // another process made a new one
+    ASSERT_GE(other, 0);
+    ASSERT_EQ(::flock(other, LOCK_EX), 0);  // and is inside its step
+    struct stat st {};
+    ASSERT_EQ(::fstat(other, &st), 0);
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+        EXPECT_TRUE(a.fence_write("k", 2, "second"));
+        done = true;
+    });
+    // Wait until the writer is queued on the new lock file (or, wrongly, done).
+    const std::string waiter = ":" + std::to_string(st.st_ino) + " ";
+    bool queued = false;
+    for (int i = 0; i < 200000 && !queued && !done; ++i) {
+        std::ifstream locks("/proc/locks");
+        for (std::string line; std::getline(locks, line);)
+            if (line.find("-> FLOCK") != std::string::npos && line.find(waiter) != std::string::npos) queued = true;
+        if (!queued) std::this_thread::yield();
+    }
+    EXPECT_FALSE(done.load()) << "wrote while another process held the lock file at the path";
+    EXPECT_TRUE(queued);
+    ::flock(other, LOCK_UN);
+    writer.join();
+    ::close(other);
+    EXPECT_EQ(a.fence_read("k")->value, "second");
+}
+
+// The state file keeps its mode (and, as root, its owner) across rewrites.
+TEST(FileStoreIdentity, RewritesKeepModeAndOwner) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const auto path = dir / "state";
+    store_t s{path, clock};
+    ASSERT_TRUE(s.fence_write("k", 1, "v"));
+    ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+    const bool root = ::geteuid() == 0;
+    if (root) {
+        ASSERT_EQ(::chown(path.c_str(), 12345, 23456), 0);
+    }
+    ASSERT_TRUE(s.fence_write("k", 2, "w"));
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    if (root) {
+        EXPECT_EQ(st.st_uid, 12345u);
+        EXPECT_EQ(st.st_gid, 23456u);
+    }
+}
+
+// A state over the format's limits is refused before anything is written.
+TEST(FileStoreIdentity, OverTheFormatsLimitsIsRefusedBeforeWriting) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const auto path = dir / "state";
+    store_t s{path, clock};
+    ASSERT_TRUE(s.fence_write("k", 1, "small"));
+    const auto before = slurp(path);
+    const std::string huge(coord::detail::file_format::max_string + 1, 'x');
+    EXPECT_EQ(s.fence_write("k", 2, huge).error(), coord::errc::state_too_large);
+    EXPECT_EQ(s.fence_write("big", 2, huge).error(), coord::errc::state_too_large);
+    EXPECT_EQ(slurp(path), before);
+    EXPECT_FALSE(std::filesystem::exists(dir / "state.tmp") && std::filesystem::file_size(dir / "state.tmp") > 0);
+    EXPECT_EQ(s.fence_read("k")->value, "small");
+    EXPECT_TRUE(s.fence_write("k", 2, std::string(1 << 20, 'y')));
+    // A header that claims more than the limit is refused without reading on.
+    auto bad = slurp(path);
+    const std::uint64_t len = coord::detail::file_format::max_file;
+    for (int i = 0; i < 8; ++i) bad[24 + i] = static_cast<char>((len >> (8 * i)) & 0xFF);
+    const auto crc = coord::detail::crc32c(bad.data(), 36);
+    for (int i = 0; i < 4; ++i) bad[36 + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+    spit(path, bad);
+    try {
+        store_t t{path, clock};
+        ADD_FAILURE() << "opened a state that claims over 1 GiB";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::errc::state_too_large) << e.what();
     }
 }
 

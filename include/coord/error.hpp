@@ -107,6 +107,15 @@ enum class errc {
     session_expired,
     /// The session changed since it was loaded (another request saved it).
     session_conflict,
+    /// A state path is not a regular file (a directory, FIFO, device or
+    /// socket), or its lock file is not.
+    state_not_regular,
+    /// A state file has other hard links: a write replaces one name and the
+    /// others would keep the old state, so it cannot be shared safely.
+    state_hard_linked,
+    /// A state is over the file format's limits (one string over 256 MiB,
+    /// or the whole state over 1 GiB); nothing was written.
+    state_too_large,
 };
 
 namespace detail {
@@ -156,6 +165,9 @@ public:
         case errc::session_not_found: return "session not found";
         case errc::session_expired: return "session expired";
         case errc::session_conflict: return "session changed concurrently";
+        case errc::state_not_regular: return "state path is not a regular file";
+        case errc::state_hard_linked: return "state file has other hard links (cannot be shared safely)";
+        case errc::state_too_large: return "state over the file format's limits (a string over 256 MiB or a state over 1 GiB)";
         }
         return "unknown coord error";
     }

@@ -206,6 +206,20 @@ expect 0 "applied" -- ledger run --store "file:$dir/kledger" --slot "pre@2026-10
 [ "$(cat "$dir/pre_effects")" = "pre@2026-10-13T09:00:00Z" ] \
   || { echo "FAIL: the effect was applied twice: $(cat "$dir/pre_effects")"; failures=$((failures + 1)); }
 
+# One store however it is reached; a state file that went back between two
+# calls is refused, not started over (that would reissue token 1).
+ln -s "$dir/idstate" "$dir/idlink"
+expect 0 "token=1" -- lease acquire --store "file:$dir/idlink" --name n --owner A --ttl 600000
+expect 3 "held by A" -- lease acquire --store "file:$dir/./idstate" --name n --owner B --ttl 600000
+expect 3 "held by A" -- lease acquire --store "file:$dir//idstate" --name n --owner B --ttl 600000
+rm "$dir/idstate"
+expect 1 "" -- lease acquire --store "file:$dir/idstate" --name n --owner B --ttl 600000
+grep -q "went back" "$dir/stderr" || { echo "FAIL: a deleted state file: $(cat "$dir/stderr")"; failures=$((failures + 1)); }
+mkfifo "$dir/fifo"
+out=$(timeout 20 "$ctl" fence read --store "file:$dir/fifo" --key k 2>"$dir/stderr"); rc=$?
+[ "$rc" = 1 ] && grep -q "not a regular file" "$dir/stderr" \
+  || { echo "FAIL: a FIFO as the store: rc=$rc $(cat "$dir/stderr")"; failures=$((failures + 1)); }
+
 # Infrastructure: a corrupt state file or a missing directory, exit 1.
 printf 'garbage that is not a coord state file........................' > "$dir/bad"
 expect 1 "" -- fence read --store "file:$dir/bad" --key k

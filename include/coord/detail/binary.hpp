@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -40,10 +41,21 @@ public:
     void u64(std::uint64_t v) { put(v, 8); }
     void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v), 8); }
     void boolean(bool v) { u8(v ? 1 : 0); }
+    /// A length-prefixed string; one longer than max_string() is not
+    /// written and marks the writer as overflowed.
     void str(std::string_view s) {
+        if (s.size() > max_string_) {
+            overflowed_ = true;
+            u32(0);
+            return;
+        }
         u32(static_cast<std::uint32_t>(s.size()));
         out_.append(s);
     }
+    void set_max_string(std::size_t n) noexcept { max_string_ = std::min<std::size_t>(n, 0xFFFFFFFFu); }
+    std::size_t max_string() const noexcept { return max_string_; }
+    /// True when a string was over max_string(): the bytes are not a valid encoding.
+    bool overflowed() const noexcept { return overflowed_; }
     void raw(std::string_view s) { out_.append(s); }
     /// Overwrites 4 bytes at `pos` (for a length known only later).
     void patch_u32(std::size_t pos, std::uint32_t v) {
@@ -58,6 +70,8 @@ private:
         for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
     }
     std::string out_;
+    std::size_t max_string_ = 0xFFFFFFFFu;
+    bool overflowed_ = false;
 };
 
 /// Reads what byte_writer wrote. Once a read runs past the end, ok() is

@@ -15,8 +15,26 @@
 // reported (errc::state_truncated, errc::state_corrupt,
 // errc::state_unsupported; the constructor throws store_error naming the
 // file) and never silently reset; the store refuses to write over it. A file
-// that vanishes or goes back to an older generation while a process has it
-// open gives errc::state_went_back.
+// that vanishes or goes back to an older generation gives
+// errc::state_went_back: while a process has it open, and also in a process
+// that opens it later, because every write records its generation in the
+// lock file (so a state file deleted, or replaced by an older copy, between
+// two coordctl calls is caught). Not detectable: the state file and its
+// lock file deleted or restored together (that is a new store, or the old
+// one as it was), and a copy of another store with a higher generation.
+//
+// One store, however it is reached: the path is resolved at open (symbolic
+// links to the file or its directory, ".", "..", "//"), so every spelling
+// gives the same state and the same lock file. A hard-linked state file is
+// refused (errc::state_hard_linked): a write replaces one name and the other
+// would keep the old state. A lock file removed or replaced while a process
+// waits on it never yields an exclusive step: after the flock the store
+// checks that the file it locked is the one at the path, and retries if not.
+// A path that is a directory, FIFO, device or socket is refused at open
+// (errc::state_not_regular), without blocking. A rewrite keeps the state
+// file's mode and owner. A state over the format's limits (a string over 256
+// MiB, the file over 1 GiB) is refused before anything is written
+// (errc::state_too_large).
 //
 // Lease expiry is judged on the store's Clock, system_clock by default: the
 // one clock all processes of the machine share. It is the wall clock and not
@@ -132,12 +150,19 @@ struct file_format {
     static constexpr std::string_view magic{"COORD\0SF", 8};
     static constexpr std::uint32_t version = 1;
     static constexpr std::size_t header_size = 40;
+    /// The format's limits: one string (a key, value, name, result) and the
+    /// whole file. A state over them is refused before anything is written.
+    static constexpr std::size_t max_string = std::size_t{256} << 20;
+    static constexpr std::size_t max_file = std::size_t{1} << 30;
     enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5 };
 
-    static std::string encode(const file_state& s) {
+    /// The file's bytes, or errc::state_too_large.
+    static result<std::string> encode(const file_state& s) {
         byte_writer p;
+        p.set_max_string(max_string);
+        bool overflowed = false;
         p.u32(5);
-        section_out(p, fences, [&](byte_writer& w) {
+        section_out(p, fences, overflowed, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
                 w.str(k);
@@ -148,7 +173,7 @@ struct file_format {
                 w.str(r.value);
             }
         });
-        section_out(p, leases, [&](byte_writer& w) {
+        section_out(p, leases, overflowed, [&](byte_writer& w) {
             w.u64(s.leases.size());
             for (const auto& [k, r] : s.leases) {
                 w.str(k);
@@ -160,7 +185,7 @@ struct file_format {
                 w.i64(r.expires_ns);
             }
         });
-        section_out(p, reservations, [&](byte_writer& w) {
+        section_out(p, reservations, overflowed, [&](byte_writer& w) {
             w.u64(s.reservations.size());
             for (const auto& [k, r] : s.reservations) {
                 w.str(k);
@@ -168,14 +193,14 @@ struct file_format {
                 w.i64(r.until_ms);
             }
         });
-        section_out(p, segments, [&](byte_writer& w) {
+        section_out(p, segments, overflowed, [&](byte_writer& w) {
             w.u64(s.segments.size());
             for (const auto& [k, r] : s.segments) {
                 w.str(k);
                 w.u64(r.next);
             }
         });
-        section_out(p, ledger, [&](byte_writer& w) {
+        section_out(p, ledger, overflowed, [&](byte_writer& w) {
             w.u64(s.ledger.size());
             for (const auto& [k, r] : s.ledger) {
                 w.str(k);
@@ -194,6 +219,8 @@ struct file_format {
                 w.str(r.fail_reason);
             }
         });
+        if (overflowed || p.overflowed() || p.size() > max_file - header_size)
+            return unexpected(make_error_code(errc::state_too_large));
         byte_writer h;
         h.raw(magic);
         h.u32(version);
@@ -225,6 +252,7 @@ struct file_format {
         const auto header_crc = h.u32();
         if (header_crc != crc32c(file.data(), header_size - 4)) return fail(errc::state_corrupt);
         if (ver != version) return fail(errc::state_unsupported);
+        if (len > max_file - header_size) return fail(errc::state_too_large);
         if (file.size() - header_size < len) return fail(errc::state_truncated);
         if (file.size() - header_size > len) return fail(errc::state_corrupt);
         const auto payload = file.substr(header_size);
@@ -307,14 +335,82 @@ struct file_format {
 
 private:
     template <class F>
-    static void section_out(byte_writer& p, section id, F&& body) {
+    static void section_out(byte_writer& p, section id, bool& overflowed, F&& body) {
         byte_writer w;
+        w.set_max_string(p.max_string());
         body(w);
+        if (w.overflowed()) overflowed = true;
         p.u8(id);
         p.u64(w.size());
         p.raw(w.bytes());
     }
 };
+
+/// The lock file's record of the newest generation written: 24 bytes
+/// (magic "COORDLK1", u64 generation, u32 CRC-32C of the first 16 bytes, u32
+/// zero), rewritten in place after every write. A state file that goes back
+/// (deleted, or replaced by an older copy) is caught by the next process
+/// that opens it, not only by one that had it open. An empty lock file (a
+/// new store, or one whose lock file was removed) records nothing.
+struct lock_record {
+    static constexpr std::string_view magic{"COORDLK1", 8};
+    static constexpr std::size_t size = 24;
+
+    static std::string encode(std::uint64_t generation) {
+        byte_writer w;
+        w.raw(magic);
+        w.u64(generation);
+        w.u32(crc32c(w.bytes().data(), w.size()));
+        w.u32(0);
+        return w.take();
+    }
+    /// The recorded generation (0 for an empty file), or errc::state_corrupt.
+    static result<std::uint64_t> decode(std::string_view bytes) {
+        if (bytes.empty()) return std::uint64_t{0};
+        if (bytes.size() != size || bytes.substr(0, 8) != magic) return unexpected(make_error_code(errc::state_corrupt));
+        byte_reader r(bytes);
+        (void)r.bytes(8);
+        const auto generation = r.u64();
+        if (r.u32() != crc32c(bytes.data(), 16)) return unexpected(make_error_code(errc::state_corrupt));
+        return generation;
+    }
+};
+
+/// The one spelling of a state file's path, however it was reached: the
+/// directory made absolute and resolved (symlinks, ".", "..", "//"), and a
+/// final component that is a symbolic link followed (up to 40 links), so
+/// that every spelling and link of one state file gives one state and one
+/// lock file. Throws store_error when the directory cannot be resolved or
+/// the path names a directory.
+inline std::filesystem::path resolve_state_path(const std::filesystem::path& given) {
+    namespace fs = std::filesystem;
+    const auto refuse = [&](std::error_code ec, const std::string& why) {
+        return store_error(ec, "coord file store " + given.string() + ": " + why);
+    };
+    if (given.empty()) throw refuse(make_error_code(errc::state_not_regular), "empty path");
+    fs::path p = given;
+    for (int links = 0; links <= 40; ++links) {
+        std::error_code ec;
+        const fs::path abs = fs::absolute(p, ec);
+        if (ec) throw refuse(ec, "cannot make the path absolute");
+        const fs::path name = abs.filename();
+        if (name.empty() || name == "." || name == "..")
+            throw refuse(make_error_code(errc::state_not_regular), "the path names a directory");
+        const fs::path dir = fs::canonical(abs.parent_path(), ec);
+        if (ec) throw refuse(ec, "cannot resolve its directory " + abs.parent_path().string());
+        const fs::path full = dir / name;
+        struct stat st {};
+        if (::lstat(full.c_str(), &st) != 0) {
+            if (errno == ENOENT) return full;  // a new store
+            throw refuse(last_errno(), "cannot stat " + full.string());
+        }
+        if (!S_ISLNK(st.st_mode)) return full;
+        const fs::path target = fs::read_symlink(full, ec);
+        if (ec) throw refuse(ec, "cannot read the symbolic link " + full.string());
+        p = target.is_absolute() ? target : dir / target;
+    }
+    throw refuse(std::make_error_code(std::errc::too_many_symbolic_link_levels), "too many symbolic links");
+}
 
 }  // namespace detail
 
@@ -327,18 +423,21 @@ template <unix_clock Clock = system_clock>
 class basic_file_store {
 public:
     /// Opens the store at `path`, creating an empty one when the file does not
-    /// exist (its directory must). Throws store_error, naming the file, when
-    /// the file is truncated, corrupt, of an unsupported format, or cannot be
-    /// read or locked.
+    /// exist (its directory must). Every spelling of one file (symbolic links
+    /// to it or to its directory, ".", "..", "//") opens the same store, with
+    /// one lock file: PATH.lock beside the resolved file. Throws store_error,
+    /// naming the file, when it is truncated, corrupt, of an unsupported
+    /// format, went back (deleted, or replaced by an older copy, since the
+    /// last write any process recorded), not a regular file (a directory,
+    /// FIFO, device, socket), hard-linked elsewhere, or cannot be read or locked.
     explicit basic_file_store(std::filesystem::path path, Clock clock = Clock{}, file_store_options options = {})
-        : path_(std::move(path)), lock_path_(path_.string() + ".lock"), tmp_path_(path_.string() + ".tmp"),
-          dir_(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".")),
-          clock_(std::move(clock)), options_(options) {
+        : given_(std::move(path)), path_(detail::resolve_state_path(given_)), lock_path_(path_.string() + ".lock"),
+          tmp_path_(path_.string() + ".tmp"), dir_(path_.parent_path()), clock_(std::move(clock)),
+          options_(options) {
         std::lock_guard lk(mutex_);
-        if (auto ec = open_lock()) throw store_error(ec, "coord file store " + lock_path_ + ": cannot open lock file");
         lock_guard fl;
-        if (auto ec = fl.lock(lock_fd_.get(), LOCK_SH))
-            throw store_error(ec, "coord file store " + lock_path_ + ": cannot lock");
+        if (auto ec = lock_current(fl, LOCK_SH))
+            throw store_error(ec, "coord file store " + lock_path_ + ": cannot open or lock the lock file");
         auto s = load();
         if (!s) throw store_error(s.error(), "coord file store " + path_.string());
     }
@@ -457,7 +556,7 @@ public:
         });
     }
 
-    /// The state file's path.
+    /// The state file's path, resolved (every spelling of one file gives the same).
     const std::filesystem::path& path() const noexcept { return path_; }
     /// The clock lease expiry is judged on.
     const Clock& clock() const noexcept { return clock_; }
@@ -475,9 +574,11 @@ private:
             fd_ = fd;
             return {};
         }
-        ~lock_guard() {
+        void unlock() noexcept {
             if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+            fd_ = -1;
         }
+        ~lock_guard() { unlock(); }
 
     private:
         int fd_ = -1;
@@ -522,10 +623,8 @@ private:
     auto transact(Op&& op, Changed changed = {}) -> decltype(op(std::declval<detail::file_state&>(), std::int64_t{})) {
         using R = decltype(op(std::declval<detail::file_state&>(), std::int64_t{}));
         std::lock_guard lk(mutex_);
-        if (pid_ != ::getpid())
-            if (auto ec = open_lock()) return R(unexpected(as_error<E>(ec)));
         lock_guard fl;
-        if (auto ec = fl.lock(lock_fd_.get(), Mutates ? LOCK_EX : LOCK_SH)) return R(unexpected(as_error<E>(ec)));
+        if (auto ec = lock_current(fl, Mutates ? LOCK_EX : LOCK_SH)) return R(unexpected(as_error<E>(ec)));
         auto s = load();
         if (!s) return R(unexpected(as_error<E>(s.error())));
         R r = op(*s, since_epoch_ns(clock_.now()));
@@ -536,23 +635,76 @@ private:
         return r;
     }
 
+    // Opens the lock file at lock_path_ (creating it), refusing anything but
+    // a regular file; O_NONBLOCK so that a FIFO planted there cannot hang us.
     std::error_code open_lock() {
-        lock_fd_.reset(detail::retry_open(lock_path_.c_str(), O_RDWR | O_CREAT));
-        if (!lock_fd_) return detail::last_errno();
+        lock_fd_.reset(detail::retry_open(lock_path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK));
+        if (!lock_fd_) return errno == ELOOP ? make_error_code(errc::state_not_regular) : detail::last_errno();
+        struct stat st {};
+        if (::fstat(lock_fd_.get(), &st) != 0) return detail::last_errno();
+        if (!S_ISREG(st.st_mode)) {
+            lock_fd_.reset();
+            return make_error_code(errc::state_not_regular);
+        }
         pid_ = ::getpid();
         return {};
     }
 
+    // Takes the flock on the lock file that is at lock_path_ now: a lock file
+    // removed or replaced while we waited on it never yields an exclusive
+    // step (lock, then check that the file locked is still the one at the
+    // path; reopen and retry otherwise). A forked child reopens its own.
+    std::error_code lock_current(lock_guard& fl, int how) {
+        for (;;) {
+            if (!lock_fd_ || pid_ != ::getpid())
+                if (auto ec = open_lock()) return ec;
+            if (auto ec = fl.lock(lock_fd_.get(), how)) return ec;
+            struct stat held {}, at_path {};
+            if (::fstat(lock_fd_.get(), &held) != 0) return detail::last_errno();
+            if (::lstat(lock_path_.c_str(), &at_path) == 0) {
+                if (held.st_dev == at_path.st_dev && held.st_ino == at_path.st_ino) return {};
+            } else if (errno != ENOENT) {
+                return detail::last_errno();
+            }
+            // Removed or replaced while we waited: lock the file at the path.
+            fl.unlock();
+            lock_fd_.reset();
+        }
+    }
+
+    // The newest generation any process recorded in the lock file (0: none).
+    result<std::uint64_t> recorded_generation() {
+        char buf[detail::lock_record::size + 1];
+        ssize_t n;
+        do n = ::pread(lock_fd_.get(), buf, sizeof buf, 0);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) return unexpected(detail::last_errno());
+        return detail::lock_record::decode(std::string_view(buf, static_cast<std::size_t>(n)));
+    }
+
     result<detail::file_state> load() {
-        detail::unique_fd fd(detail::retry_open(path_.c_str(), O_RDONLY));
+        auto recorded = recorded_generation();
+        if (!recorded) return unexpected(recorded.error());
+        const auto floor = std::max(seen_generation_, *recorded);
+        detail::unique_fd fd(detail::retry_open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
         if (!fd) {
             if (errno == ENOENT) {
-                if (seen_generation_ > 0) return unexpected(make_error_code(errc::state_went_back));
+                if (floor > 0) return unexpected(make_error_code(errc::state_went_back));
+                have_mode_ = false;
                 return detail::file_state{};
             }
+            // ELOOP: the path became a symbolic link; ENXIO: it is a socket.
+            if (errno == ELOOP || errno == ENXIO) return unexpected(make_error_code(errc::state_not_regular));
             return unexpected(detail::last_errno());
         }
+        struct stat st {};
+        if (::fstat(fd.get(), &st) != 0) return unexpected(detail::last_errno());
+        if (!S_ISREG(st.st_mode)) return unexpected(make_error_code(errc::state_not_regular));
+        if (st.st_nlink > 1) return unexpected(make_error_code(errc::state_hard_linked));
+        if (static_cast<std::uint64_t>(st.st_size) > detail::file_format::max_file)
+            return unexpected(make_error_code(errc::state_too_large));
         std::string bytes;
+        bytes.reserve(static_cast<std::size_t>(st.st_size));
         char buf[65536];
         for (;;) {
             const auto n = ::read(fd.get(), buf, sizeof buf);
@@ -562,22 +714,40 @@ private:
             }
             if (n == 0) break;
             bytes.append(buf, static_cast<std::size_t>(n));
+            if (bytes.size() > detail::file_format::max_file) return unexpected(make_error_code(errc::state_too_large));
         }
         auto s = detail::file_format::decode(bytes);
-        if (s && s->generation < seen_generation_) return unexpected(make_error_code(errc::state_went_back));
-        if (s) seen_generation_ = s->generation;
+        if (s && s->generation < floor) return unexpected(make_error_code(errc::state_went_back));
+        if (s) {
+            seen_generation_ = s->generation;
+            mode_ = st.st_mode & 07777;
+            uid_ = st.st_uid;
+            gid_ = st.st_gid;
+            have_mode_ = true;
+        }
         return s;
     }
 
     std::error_code save(detail::file_state& s) {
         ++s.generation;
         const auto bytes = detail::file_format::encode(s);
+        if (!bytes) return bytes.error();  // over the format's limits: nothing written
         {
-            detail::unique_fd fd(detail::retry_open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC));
-            if (!fd) return detail::last_errno();
+            detail::unique_fd fd(
+                detail::retry_open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK));
+            if (!fd) return errno == ELOOP || errno == ENXIO ? make_error_code(errc::state_not_regular) : detail::last_errno();
+            struct stat st {};
+            if (::fstat(fd.get(), &st) != 0) return detail::last_errno();
+            if (!S_ISREG(st.st_mode)) return make_error_code(errc::state_not_regular);
+            // The new file keeps the old one's mode and owner.
+            if (have_mode_) {
+                if ((st.st_uid != uid_ || st.st_gid != gid_) && ::fchown(fd.get(), uid_, gid_) != 0)
+                    return detail::last_errno();
+                if (::fchmod(fd.get(), mode_) != 0) return detail::last_errno();
+            }
             std::size_t off = 0;
-            while (off < bytes.size()) {
-                const auto n = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
+            while (off < bytes->size()) {
+                const auto n = ::write(fd.get(), bytes->data() + off, bytes->size() - off);
                 if (n < 0) {
                     if (errno == EINTR) continue;
                     return detail::last_errno();
@@ -594,9 +764,17 @@ private:
             detail::unique_fd dir(detail::retry_open(dir_.c_str(), O_RDONLY | O_DIRECTORY));
             if (!dir || ::fsync(dir.get()) != 0) return make_error_code(errc::outcome_unknown);
         }
+        // Recorded after the state is in place (and durable): a later process
+        // that finds an older state file than this knows it went back.
+        const auto record = detail::lock_record::encode(s.generation);
+        ssize_t n;
+        do n = ::pwrite(lock_fd_.get(), record.data(), record.size(), 0);
+        while (n < 0 && errno == EINTR);
+        if (n != static_cast<ssize_t>(record.size())) return make_error_code(errc::outcome_unknown);
         return {};
     }
 
+    std::filesystem::path given_;
     std::filesystem::path path_;
     std::string lock_path_;
     std::string tmp_path_;
@@ -607,6 +785,11 @@ private:
     detail::unique_fd lock_fd_;
     pid_t pid_ = 0;
     std::uint64_t seen_generation_ = 0;
+    // The state file's mode and owner as last loaded, kept across rewrites.
+    bool have_mode_ = false;
+    mode_t mode_ = 0;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
 };
 
 /// The everyday durable store (leases judged on the machine's wall clock).
