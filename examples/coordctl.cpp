@@ -598,12 +598,13 @@ int schedule_command(std::string_view verb, const std::vector<std::string_view>&
     if (o.has("from")) {
         auto t = coord::slot::parse("from@" + o.required("from"));
         if (!t) throw usage_error("--from must be YYYY-MM-DDTHH:MM[:SS]Z, got '" + o.required("from") + "'");
-        from = std::chrono::floor<std::chrono::seconds>(t->scheduled()) - std::chrono::seconds{1};
+        // Fires at or after --from: the first whole second not before it, less one.
+        from = std::chrono::ceil<std::chrono::seconds>(t->scheduled()) - std::chrono::seconds{1};
     }
     for (std::uint64_t i = 0; i < count; ++i) {
         auto f = sched->next_after(from);
         if (!f) {
-            std::puts("no further fire time within 8 years");
+            std::puts("no further fire time (none before the end of 9999, the last year a slot can name)");
             return i == 0 ? exit_refused : exit_ok;
         }
         std::printf("%s local=%s offset=%s\n", coord::format_utc(f->which.scheduled()).c_str(), f->local_time.c_str(),

@@ -2,6 +2,8 @@
 // The job-slot ledger: slot identity, one effect under concurrency, a worker
 // killed between claim and complete, effects that throw.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,6 +180,52 @@ TEST(JobLedger, FileStoreWritesOnlyWhenAClaimIsGranted) {
     EXPECT_EQ(inode(), ino);
     EXPECT_EQ(std::filesystem::last_write_time(dir / "state"), before);
     EXPECT_EQ(std::filesystem::file_size(dir / "state"), size);
+}
+
+// Every time value the slot parser accepts is computed without overflow
+// (the UBSan build aborts on a signed overflow): 1970, the end of the int64
+// nanosecond range (2262-04-11T23:47:16.854Z), and 9999-12-31. A future slot
+// is never `expired`, however far ahead.
+TEST(JobLedger, EdgesOfTimeComputeWithoutOverflow) {
+    for (const char* text : {"edge@1970-01-01T00:00Z", "edge@2262-04-11T23:47:16.854Z", "edge@2262-04-11T23:47:16.855Z",
+                             "edge@2262-04-12T00:00Z", "edge@9999-12-31T23:59:59.999Z"}) {
+        auto s = slot::parse(text);
+        ASSERT_TRUE(s) << text;
+        EXPECT_EQ(slot::parse(s->to_string())->scheduled(), s->scheduled()) << text;
+    }
+    EXPECT_FALSE(slot::parse("edge@1969-12-31T23:59:59.999Z"));
+    EXPECT_FALSE(slot::parse("edge@10000-01-01T00:00Z"));
+    EXPECT_THROW(slot("edge", slot::max_time + 1ms), std::invalid_argument);
+    EXPECT_EQ(slot("edge", slot::max_time).to_string(), "edge@9999-12-31T23:59:59.999Z");
+
+    coord::ledger_options o;
+    o.replay_window = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::years{100});
+    o.retention = o.replay_window;
+    for (const auto store_time : {coord::manual_clock::duration{0}, coord::test::test_epoch(),
+                                  coord::manual_clock::duration{std::numeric_limits<std::int64_t>::max()}}) {
+        coord::manual_clock clock{store_time};
+        coord::basic_memory_store<coord::manual_clock> store{clock};
+        coord::basic_job_ledger<decltype(store)> ledger{store, o};
+        for (const char* text : {"edge@2262-04-11T23:47:16.854Z", "edge@2262-04-11T23:47:16.855Z", "edge@5000-01-01T00:00Z",
+                                 "edge@9999-12-31T23:59:59.999Z"}) {
+            const auto s = *slot::parse(text);
+            auto r = ledger.run(s, "w", "", [](const coord::ledger_context&) { return std::string("ok"); });
+            ASSERT_TRUE(r) << text;
+            ASSERT_EQ(r->kind, coord::run_outcome::applied) << text;  // not in the past at any store time here
+            auto rec = *ledger.read(s);
+            ASSERT_TRUE(rec);
+            EXPECT_GE(rec->retain_until_ns, rec->completed_ns) << text;
+            EXPECT_GE(rec->lease_until_ns, rec->started_ns) << text;
+            EXPECT_EQ(*ledger.prune(), 0u) << text;  // retention runs to the year 2262 at least
+        }
+        // 1970: older than the window unless the store's clock is near 1970 too.
+        const auto epoch = *slot::parse("edge@1970-01-01T00:00Z");
+        auto c = ledger.claim(epoch, "w");
+        ASSERT_TRUE(c);
+        EXPECT_EQ(c->kind, store_time > std::chrono::duration_cast<coord::manual_clock::duration>(o.replay_window)
+                               ? coord::claim_outcome::expired
+                               : coord::claim_outcome::granted);
+    }
 }
 
 TEST(JobLedger, RefusesBadOptions) {

@@ -3,7 +3,12 @@
 // lists), calendar edges, misfire catch-up, overlap through the ledger.
 #include <gtest/gtest.h>
 
+#include <bitset>
 #include <chrono>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -199,9 +204,208 @@ TEST(ScheduleCron, CalendarEdgesAndTheOrRule) {
               (list{"2026-11-30T01:00:00Z", "2026-11-30T02:00:00Z"}));
     EXPECT_EQ(fires("0 0 1,15 JAN,jul *", "UTC", "2026-01-01T00:00Z", "2026-12-31T00:00Z"),
               (list{"2026-01-15T00:00:00Z", "2026-07-01T00:00:00Z", "2026-07-15T00:00:00Z"}));
-    auto never = coord::schedule::make("j", "0 0 30 2 *", "UTC");
-    ASSERT_TRUE(never);
-    EXPECT_FALSE(never->next_after(at("2026-01-01T00:00Z")));
+}
+
+// Vixie cron's rule: a day field starting with * (alone or with a step)
+// makes both day fields required; two restricted fields are an OR.
+TEST(ScheduleCron, StarWithAStepInADayFieldMeansAnd) {
+    // The example: 1st, 9th, 17th, 25th of September or October, when a Tuesday.
+    auto s = *coord::schedule::make("j", "56 20 */8 9-10 2", "UTC");
+    auto f = s.next_after(at("2026-03-08T00:00Z"));
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->which.to_string(), "j@2026-09-01T20:56:00Z");
+    f = s.next_after(f->utc);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->which.to_string(), "j@2028-10-17T20:56:00Z");
+    // */N in day-of-week with a restricted day-of-month: AND as well.
+    EXPECT_EQ(fires("0 0 13 * */5", "UTC", "2026-01-01T00:00Z", "2027-01-01T00:00Z"),
+              (list{"2026-02-13T00:00:00Z", "2026-03-13T00:00:00Z", "2026-09-13T00:00:00Z",
+                    "2026-11-13T00:00:00Z", "2026-12-13T00:00:00Z"}));  // the 13th when a Sunday or a Friday
+    // A field listing every value without a * stays restricted: OR.
+    EXPECT_EQ(fires("0 0 13 11 0-6", "UTC", "2026-11-01T00:00Z", "2026-11-04T00:00Z"),
+              (list{"2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z", "2026-11-04T00:00:00Z"}));
+    EXPECT_EQ(fires("0 0 13 11 *", "UTC", "2026-11-01T00:00Z", "2026-12-01T00:00Z"), (list{"2026-11-13T00:00:00Z"}));
+}
+
+// No date satisfies the expression: refused at parse, never answered with
+// some other day.
+TEST(ScheduleCron, AnExpressionNoDateSatisfiesIsRefused) {
+    for (const char* expr : {"0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 30,31 2 */2", "0 0 31 2 ?", "0 0 0 31 FEB *"}) {
+        auto s = coord::schedule::make("j", expr, "UTC");
+        ASSERT_FALSE(s) << expr;
+        EXPECT_NE(s.error().message.find("no date matches"), std::string::npos) << expr << ": " << s.error().message;
+    }
+    // Both day fields restricted: an OR, so Mondays of February fire.
+    auto mondays = coord::schedule::make("j", "0 0 30 2 MON", "UTC");
+    ASSERT_TRUE(mondays);
+    EXPECT_EQ(mondays->next_after(at("2026-01-01T00:00Z"))->which.to_string(), "j@2026-02-02T00:00:00Z");
+    // February 29 on a Sunday (AND): rare, found across the century gap.
+    auto leap_sunday = coord::schedule::make("j", "0 0 29 2 */7", "UTC");
+    ASSERT_TRUE(leap_sunday);
+    EXPECT_EQ(leap_sunday->next_after(at("2026-01-01T00:00Z"))->which.to_string(), "j@2032-02-29T00:00:00Z");
+    EXPECT_EQ(leap_sunday->next_after(at("2088-03-01T00:00Z"))->which.to_string(), "j@2128-02-29T00:00:00Z");
+}
+
+// No fire past 9999-12-31T23:59:59Z, the last instant a slot can name; no
+// overflow anywhere on the way.
+TEST(ScheduleCron, NeverFiresPastTheYear9999) {
+    EXPECT_EQ(fires("*/20 * * * *", "UTC", "9999-12-31T23:00Z", "9999-12-31T23:59:59Z"),
+              (list{"9999-12-31T23:20:00Z", "9999-12-31T23:40:00Z"}));
+    auto s = *coord::schedule::make("j", "59 23 31 12 *", "UTC");
+    EXPECT_EQ(s.next_after(at("9999-01-01T00:00Z"))->which.to_string(), "j@9999-12-31T23:59:00Z");
+    EXPECT_FALSE(s.next_after(at("9999-12-31T23:59Z")));
+    // Local 9999-12-31 23:00 in UTC-5 is already in the year 10000 UTC.
+    auto west = *coord::schedule::make("j", "0 23 31 12 *", "Etc/GMT+5");
+    EXPECT_FALSE(west.next_after(at("9999-12-30T00:00Z")));
+    auto every = *coord::schedule::make("j", "* * * * * *", "Asia/Tokyo");
+    EXPECT_FALSE(every.next_after(at("9999-12-31T23:59:59Z")));
+    EXPECT_FALSE(every.next_after(std::chrono::sys_seconds{std::chrono::seconds{std::numeric_limits<std::int64_t>::max() / 2}}));
+    auto first = every.next_after(std::chrono::sys_seconds{std::chrono::seconds{-1}});
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->which.to_string(), "j@1970-01-01T00:00:00Z");
+}
+
+// A differential check against a brute-force matcher written from Vixie
+// cron's rule (every candidate day, then every minute and second), on
+// thousands of random expressions built from every field syntax, in zones
+// without daylight saving, from random instants.
+namespace brute {
+struct field {
+    std::string text;
+    std::bitset<64> values;
+    bool star = false;
+};
+const char* const month_names[] = {"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"};
+const char* const day_names[] = {"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"};
+
+std::string name_or_number(int v, int kind, std::mt19937& rng) {  // kind 1 month, 2 day of week
+    if (kind == 1 && rng() % 3 == 0) return month_names[v - 1];
+    if (kind == 2 && v <= 6 && rng() % 3 == 0) return day_names[v];
+    return std::to_string(v);
+}
+
+field random_field(int lo, int hi, int kind, std::mt19937& rng) {
+    auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+    field f;
+    auto item = [&](bool allow_star) {
+        const int form = pick(allow_star ? 0 : 2, 5);
+        std::string t;
+        if (form == 0) {
+            t = "*";
+            for (int v = lo; v <= hi; ++v) f.values.set(v);
+        } else if (form == 1) {
+            const int n = pick(2, std::max(2, (hi - lo) / 2 + 1));
+            t = "*/" + std::to_string(n);
+            for (int v = lo; v <= hi; v += n) f.values.set(v);
+        } else if (form == 2 || form == 5) {
+            const int a = pick(lo, hi);
+            t = name_or_number(a, kind, rng);
+            f.values.set(a);
+        } else if (form == 3) {
+            const int a = pick(lo, hi), b = pick(a, hi);
+            t = name_or_number(a, kind, rng) + "-" + name_or_number(b, kind, rng);
+            for (int v = a; v <= b; ++v) f.values.set(v);
+        } else {
+            const int a = pick(lo, hi), b = pick(a, hi), n = pick(1, std::max(1, hi - lo));
+            t = std::to_string(a) + "-" + std::to_string(b) + "/" + std::to_string(n);
+            for (int v = a; v <= b; v += n) f.values.set(v);
+        }
+        return t;
+    };
+    const int parts = pick(0, 3) == 0 ? pick(2, 3) : 1;
+    for (int i = 0; i < parts; ++i) {
+        if (i) f.text += ',';
+        f.text += item(true);
+    }
+    f.star = f.text[0] == '*';
+    if (kind == 2 && f.values.test(7)) f.values.set(0);  // 7 is Sunday
+    return f;
+}
+
+struct expr {
+    bool seconds;
+    field sec, min, hour, dom, mon, dow;
+    std::string text() const {
+        return (seconds ? sec.text + " " : std::string()) + min.text + " " + hour.text + " " + dom.text + " " +
+               mon.text + " " + dow.text;
+    }
+    bool day_matches(std::chrono::year_month_day d) const {
+        if (!mon.values.test(static_cast<unsigned>(d.month()))) return false;
+        const bool dm = dom.values.test(static_cast<unsigned>(d.day()));
+        const bool wm = dow.values.test(std::chrono::weekday{std::chrono::sys_days{d}}.c_encoding());
+        return dom.star || dow.star ? dm && wm : dm || wm;
+    }
+    // The first instant after `from` (UTC) whose local time (UTC + offset) matches.
+    std::optional<std::chrono::sys_seconds> next_after(std::chrono::sys_seconds from, std::chrono::seconds offset) const {
+        using namespace std::chrono;
+        const auto local_from = from + offset;
+        auto day = floor<days>(local_from);
+        for (int n = 0; n < 366 * 60; ++n, day += days{1}) {
+            if (!day_matches(year_month_day{day})) continue;
+            for (int h = 0; h < 24; ++h) {
+                if (!hour.values.test(h)) continue;
+                for (int m = 0; m < 60; ++m) {
+                    if (!min.values.test(m)) continue;
+                    for (int sec_v = 0; sec_v < 60; ++sec_v) {
+                        if (seconds ? !sec.values.test(sec_v) : sec_v != 0) continue;
+                        const auto local = day + hours{h} + minutes{m} + std::chrono::seconds{sec_v};
+                        if (local > local_from) return local - offset;
+                    }
+                }
+            }
+        }
+        return std::nullopt;
+    }
+};
+}  // namespace brute
+
+TEST(ScheduleCron, MatchesABruteForceVixieReferenceOnRandomExpressions) {
+    std::mt19937 rng(20261201);
+    struct zone {
+        const char* name;
+        std::chrono::seconds offset;
+    };
+    const zone zones[] = {{"UTC", 0s}, {"Asia/Tokyo", 9h}, {"Asia/Kolkata", 5h + 30min}, {"Asia/Kathmandu", 5h + 45min},
+                          {"Etc/GMT+11", -11h}, {"Pacific/Kiritimati", 14h}};
+    int compared = 0, refused = 0;
+    for (int i = 0; i < 3000; ++i) {
+        brute::expr e;
+        e.seconds = rng() % 4 == 0;
+        e.sec = brute::random_field(0, 59, 0, rng);
+        e.min = brute::random_field(0, 59, 0, rng);
+        e.hour = brute::random_field(0, 23, 0, rng);
+        e.dom = brute::random_field(1, 31, 0, rng);
+        e.mon = brute::random_field(1, 12, 1, rng);
+        e.dow = brute::random_field(0, 7, 2, rng);
+        const auto& z = zones[rng() % std::size(zones)];
+        const auto from = std::chrono::sys_seconds{std::chrono::seconds{
+            std::uniform_int_distribution<std::int64_t>(1'767'225'600, 1'924'992'000)(rng)}};  // 2026..2031
+        auto s = coord::schedule::make("job", e.text(), z.name);
+        const auto want = e.next_after(from, z.offset);
+        if (!s) {
+            // Refused only when no date can match (the brute force finds none).
+            EXPECT_NE(s.error().message.find("no date matches"), std::string::npos) << e.text() << ": " << s.error().message;
+            EXPECT_FALSE(want) << e.text() << " refused, but fires at " << coord::format_utc(*want);
+            ++refused;
+            continue;
+        }
+        const auto got = s->next_after(from);
+        ASSERT_EQ(got.has_value(), want.has_value()) << e.text() << " in " << z.name << " from " << coord::format_utc(from);
+        if (want) {
+            ASSERT_EQ(got->utc, *want) << e.text() << " in " << z.name << " from " << coord::format_utc(from) << ": got "
+                                       << coord::format_utc(got->utc) << ", want " << coord::format_utc(*want);
+            // And the fire after it, to walk past the first match.
+            const auto want2 = e.next_after(*want, z.offset);
+            const auto got2 = s->next_after(got->utc);
+            ASSERT_EQ(got2.has_value(), want2.has_value()) << e.text();
+            if (want2) {
+                ASSERT_EQ(got2->utc, *want2) << e.text() << " in " << z.name;
+            }
+        }
+        ++compared;
+    }
+    EXPECT_GT(compared, 2500);
+    EXPECT_GT(refused, 0);
 }
 
 TEST(ScheduleCron, RefusesBadExpressionsNamingTheField) {

@@ -44,6 +44,7 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -67,12 +68,18 @@ class slot {
 public:
     using time_point = std::chrono::sys_time<std::chrono::milliseconds>;
 
+    /// The latest instant a slot can name: 9999-12-31T23:59:59.999Z, the
+    /// last one its four-digit text can spell.
+    static constexpr time_point max_time{std::chrono::milliseconds{253402300799999}};
+
     /// Throws std::invalid_argument when the job id is empty or holds
-    /// characters outside [A-Za-z0-9._:/-], or the time is before 1970.
+    /// characters outside [A-Za-z0-9._:/-], or the time is before 1970 or
+    /// after max_time (so every slot's text parses back to the same slot).
     slot(std::string job, time_point scheduled, std::uint32_t schedule_version = 0)
         : job_(std::move(job)), scheduled_(scheduled), version_(schedule_version) {
         if (!valid_job(job_)) throw std::invalid_argument("slot: job id must be 1-200 characters of [A-Za-z0-9._:/-]");
         if (scheduled_.time_since_epoch().count() < 0) throw std::invalid_argument("slot: scheduled time before 1970");
+        if (scheduled_ > max_time) throw std::invalid_argument("slot: scheduled time after 9999-12-31T23:59:59.999Z");
         text_ = format_utc(scheduled_);  // ...T09:00:00.000Z
         if (text_.compare(text_.size() - 5, 4, ".000") == 0) text_.erase(text_.size() - 5, 4);
         text_ = job_ + "@" + text_;
@@ -530,8 +537,11 @@ struct ledger_rule {
         r->lease_until_ns = 0;
         return r->fence;
     }
+    /// Done and past retention at `now`; a saturated retention end (a slot
+    /// after 2262) is never reached.
     static bool prunable(const ledger_record& r, std::int64_t now) {
-        return r.state == ledger_record::state_t::done && r.retain_until_ns <= now;
+        return r.state == ledger_record::state_t::done && r.retain_until_ns <= now &&
+               r.retain_until_ns != std::numeric_limits<std::int64_t>::max();
     }
 };
 

@@ -151,8 +151,13 @@ inline std::string tz_database_version() {
 /// day-of-week) or six with seconds first; `*`, numbers, names (JAN-DEC,
 /// SUN-SAT), ranges `a-b`, steps `*/n` and `a-b/n`, lists `a,b`, and the
 /// macros @yearly @annually @monthly @weekly @daily @midnight @hourly.
-/// Day-of-month and day-of-week follow cron's OR rule: when both are
-/// restricted, a day matching either fires.
+/// Day-of-month and day-of-week follow Vixie cron's rule exactly: when
+/// either day field starts with `*` (alone or with a step), both must match;
+/// otherwise (both restricted) a day matching either fires. So `*/8` in
+/// day-of-month with `2` in day-of-week means "the 1st, 9th, 17th or 25th
+/// when it is a Tuesday", and a field that lists every value without a `*`
+/// (`0-6`) stays restricted. An expression that no date can satisfy
+/// ("0 0 30 2 *") is refused at parse.
 class cron_expr {
 public:
     static result<cron_expr, schedule_error> parse(std::string_view text) {
@@ -195,8 +200,14 @@ public:
         if (auto e = field(f[o + 4], "day-of-week", 0, 7, {days, 7, 0}, dow)) return unexpected(*e);
         if (dow.test(7)) dow.set(0);  // 7 is Sunday too
         c.dow_ = std::bitset<7>(dow.to_ullong() & 0x7F);
-        c.dom_star_ = f[o + 2] == "*" || f[o + 2] == "?";
-        c.dow_star_ = f[o + 4] == "*" || f[o + 4] == "?";
+        // Vixie cron's DOM_STAR / DOW_STAR: the field starts with '*' ('?' is
+        // Quartz's "no value", the same as '*').
+        c.dom_star_ = f[o + 2][0] == '*' || f[o + 2] == "?";
+        c.dow_star_ = f[o + 4][0] == '*' || f[o + 4] == "?";
+        if (!c.some_date_matches())
+            return fail("no date matches: day-of-month '" + f[o + 2] + "' does not occur in month '" + f[o + 3] + "'" +
+                        (c.dom_star_ || c.dow_star_ ? " (a day field starting with * makes both day fields required)"
+                                                    : ""));
         return c;
     }
 
@@ -205,19 +216,27 @@ public:
         if (!mon_.test(static_cast<unsigned>(ymd.month()))) return false;
         const bool dom = dom_.test(static_cast<unsigned>(ymd.day()));
         const bool dow = dow_.test(detail::tz::weekday{detail::tz::sys_days{ymd}}.c_encoding());
-        if (dom_star_ && dow_star_) return true;
-        if (dom_star_) return dow;
-        if (dow_star_) return dom;
+        if (dom_star_ || dow_star_) return dom && dow;
         return dom || dow;
     }
 
+    /// The search horizon, in years: every date that exists recurs on every
+    /// weekday within it (February 29 on a given weekday can be 40 years
+    /// apart across a century year), so an expression that passed parse
+    /// always has a next match inside it, until the year 9999 ends.
+    static constexpr int horizon_years = 50;
+
     /// The first local time >= `from` the expression matches, searching up
-    /// to `years` ahead.
-    std::optional<detail::tz::local_seconds> next_local(detail::tz::local_seconds from, int years = 8) const {
+    /// to `years` ahead and never past the year 9999 (the last year a slot
+    /// can name): nullopt when none.
+    std::optional<detail::tz::local_seconds> next_local(detail::tz::local_seconds from,
+                                                        int years = horizon_years) const {
         using namespace std::chrono;
         namespace tz = detail::tz;
         auto t = from;
-        const auto limit = tz::year_month_day{floor<tz::days>(from)}.year() + tz::years{years};
+        const auto from_year = tz::year_month_day{floor<tz::days>(from)}.year();
+        if (from_year > tz::year{9999}) return std::nullopt;
+        const auto limit = std::min(from_year + tz::years{years}, tz::year{9999});
         for (;;) {
             const auto day = floor<tz::days>(t);
             const tz::year_month_day ymd{day};
@@ -327,6 +346,21 @@ private:
         return std::nullopt;
     }
 
+    // Can any date satisfy the day fields? Under the AND rule a day-of-month
+    // that no chosen month has (30 February) never matches; under the OR
+    // rule a restricted day-of-week always can (every weekday occurs in
+    // every month).
+    bool some_date_matches() const {
+        static constexpr unsigned days_in[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        if (!(dom_star_ || dow_star_) && dow_.any()) return true;
+        for (unsigned m = 1; m <= 12; ++m) {
+            if (!mon_.test(m)) continue;
+            for (unsigned d = 1; d <= days_in[m]; ++d)
+                if (dom_.test(d)) return true;
+        }
+        return false;
+    }
+
     std::string text_;
     std::bitset<60> sec_, min_;
     std::bitset<24> hour_;
@@ -357,10 +391,12 @@ public:
         return schedule(std::move(job), std::move(*c), z, options);
     }
 
-    /// The first fire strictly after `t`, or nullopt when none comes within
-    /// eight years (such as "0 0 30 2 *").
+    /// The first fire strictly after `t` (an instant equal to `t` is not
+    /// included), or nullopt when none comes before the end of the year 9999
+    /// (the last a slot can name; no fire is ever made after it).
     std::optional<fire> next_after(std::chrono::sys_seconds t) const {
         using namespace std::chrono;
+        if (t >= slot_limit()) return std::nullopt;
         // Walk local times from a little before t's local time: a fold can
         // map an earlier local time to a later instant.
         auto l = zone_->to_local(t) - hours{3};
@@ -442,6 +478,7 @@ private:
         const auto info = zone_->get_info(l);
         std::vector<fire> out;
         auto make = [&](std::chrono::sys_seconds utc, std::chrono::seconds off) {
+            if (utc < std::chrono::sys_seconds{} || utc > slot_limit()) return;  // no slot can name it
             out.push_back(fire{slot(job_, slot::time_point{utc}, opt_.version), utc, local_text(l), off, tzdb_});
         };
         switch (info.result) {
@@ -457,6 +494,10 @@ private:
             break;
         }
         return out;
+    }
+
+    static std::chrono::sys_seconds slot_limit() {
+        return std::chrono::floor<std::chrono::seconds>(slot::max_time);
     }
 
     static std::string local_text(detail::tz::local_seconds l) {

@@ -92,6 +92,17 @@ want="2026-03-07T07:30:00.000Z local=2026-03-07T02:30:00 offset=-05:00
 2026-03-09T06:30:00.000Z local=2026-03-09T02:30:00 offset=-04:00"
 [ "$sched" = "$want" ] || { echo "FAIL: schedule next gave: $sched"; failures=$((failures + 1)); }
 expect 2 "" -- schedule next --cron "61 * * * *" --tz UTC
+# --from is included; no instant past 9999-12-31 is printed, and every one
+# printed is a slot the ledger accepts.
+expect 0 "2026-10-13T09:00:00.000Z local=2026-10-13T09:00:00 offset=+00:00" -- schedule next --cron "0 9 * * *" --tz UTC --from 2026-10-13T09:00Z
+expect 0 "2026-10-14T09:00:00.000Z local=2026-10-14T09:00:00 offset=+00:00" -- schedule next --cron "0 9 * * *" --tz UTC --from 2026-10-13T09:00:00.001Z
+edge=$("$ctl" schedule next --cron "0 0 1 * *" --tz UTC --from 9999-06-01T00:00Z -n 12 2>&1); rc=$?
+[ "$rc" = 0 ] && [ "$(echo "$edge" | grep -c '^9999-')" = 7 ] && [ "$(echo "$edge" | tail -1)" = "no further fire time (none before the end of 9999, the last year a slot can name)" ] \
+  || { echo "FAIL: schedule next at the year 9999: rc=$rc $edge"; failures=$((failures + 1)); }
+last=$(echo "$edge" | grep '^9999-' | tail -1 | cut -d' ' -f1)
+expect 0 "granted fence=1 attempt=1" -- ledger claim --store "file:$dir/edge" --slot "edge@$last" --worker w
+expect 3 "no further fire time (none before the end of 9999, the last year a slot can name)" -- schedule next --cron "0 0 1 1 *" --tz UTC --from 9999-06-01T00:00Z
+expect 2 "" -- schedule next --cron "0 0 30 2 *" --tz UTC
 expect 2 "" -- schedule next --cron "* * * * *" --tz Mars/Base
 
 # JWT: sign and verify through standard input, HMAC and ES256 (a test-only key).

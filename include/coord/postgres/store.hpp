@@ -534,7 +534,9 @@ public:
     }
     result<std::size_t> ledger_prune() {
         std::lock_guard lk(mutex_);
-        auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= coord_now_ns($1)",
+        // A saturated retention end (a slot after 2262) is never reached.
+        auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= coord_now_ns($1) "
+                      "AND retain_until_ns < 9223372036854775807",
                       {now_param()}, true);
         if (!r) return unexpected(r.error());
         return static_cast<std::size_t>(to_u64(PQcmdTuples(r->get())));
