@@ -18,6 +18,8 @@ namespace {
 
 void BM_Floor_ClockRead(benchmark::State& state) { coord::bench::floor_clock_read(state); }
 BENCHMARK(BM_Floor_ClockRead)->Threads(1)->Threads(2)->UseRealTime();
+void BM_Floor_ClockAndSharedFetchAdd(benchmark::State& state) { coord::bench::floor_clock_and_shared_fetch_add(state); }
+BENCHMARK(BM_Floor_ClockAndSharedFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
 
 template <class Layout>
 coord::basic_snowflake<Layout, coord::system_clock, coord::memory_store>& generator() {

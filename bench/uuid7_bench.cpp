@@ -15,6 +15,8 @@ namespace {
 
 void BM_Floor_ClockRead(benchmark::State& state) { coord::bench::floor_clock_read(state); }
 BENCHMARK(BM_Floor_ClockRead)->Threads(1)->Threads(2)->UseRealTime();
+void BM_Floor_ClockAndSharedFetchAdd(benchmark::State& state) { coord::bench::floor_clock_and_shared_fetch_add(state); }
+BENCHMARK(BM_Floor_ClockAndSharedFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
 
 // One generator shared by the threads (method 1, os_random).
 void BM_Uuid7_Next(benchmark::State& state) {

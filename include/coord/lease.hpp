@@ -34,6 +34,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "coord/clock.hpp"
 #include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
@@ -197,13 +198,6 @@ struct lease_rule {
         std::int64_t expires_ns = 0;
     };
 
-    static std::int64_t add_sat(std::int64_t a, std::int64_t b) noexcept {
-        std::int64_t r;
-        if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<std::int64_t>::max()
-                                                           : std::numeric_limits<std::int64_t>::min();
-        return r;
-    }
-
     static bool live(const record& r, std::int64_t now) noexcept { return r.held && now < r.expires_ns; }
 
     static lease view(std::string_view name, const record& r) {
@@ -228,7 +222,7 @@ struct lease_rule {
         r.holder = std::string(owner);
         r.token = ++r.last_token;
         r.ttl_ns = ttl_ns;
-        r.expires_ns = add_sat(now, ttl_ns);
+        r.expires_ns = add_saturated(now, ttl_ns);
         return view(name, r);
     }
 
@@ -241,7 +235,7 @@ struct lease_rule {
         if (!is_holder(r, owner, token)) return unexpected(refusal(errc::not_lease_holder, r, now));
         if (!live(r, now)) return unexpected(refusal(errc::lease_expired, r, now));
         if (ttl_ns > 0) r.ttl_ns = ttl_ns;
-        r.expires_ns = add_sat(now, r.ttl_ns);
+        r.expires_ns = add_saturated(now, r.ttl_ns);
         return view(name, r);
     }
 

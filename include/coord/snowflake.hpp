@@ -299,22 +299,31 @@ public:
         // The bounds of the last ID's tick come from last_ alone, so they are
         // ready when the clock returns: the same-tick case needs two
         // comparisons after the clock read, not a division.
+        // Another thread's ID in between makes the compare-and-swap fail and
+        // hands back the newer state: retry at once with the same clock
+        // reading while that state's tick is not after it (a later tick is
+        // another thread's later reading: claim() reads the clock again).
         auto cur = last_.load(std::memory_order_acquire);
-        const auto cur_tick = tick_of_state(cur);
-        const auto cur_start_ns = tick_start_ns(cur_tick), cur_end_ns = tick_start_ns(cur_tick + 1);
+        auto cur_tick = tick_of_state(cur);
+        auto cur_start_ns = tick_start_ns(cur_tick), cur_end_ns = tick_start_ns(cur_tick + 1);
         const auto now_ns = since_epoch_ns(clock_.now());
         if (now_ns < slow_at_ns_.load(std::memory_order_relaxed)) {
-            std::uint64_t next_state = 0;
-            if (now_ns >= cur_start_ns && now_ns < cur_end_ns) {
-                if ((cur & Layout::max_sequence) != Layout::max_sequence) next_state = cur + 1;
-            } else if (const auto now_tick = Layout::tick_of(floor_ms(now_ns));
-                       now_tick > cur_tick && now_tick <= reserved_tick_.load(std::memory_order_acquire) &&
-                       !opt_.random_sequence_start) {
-                next_state = pack(now_tick, 0);
+            for (;;) {
+                std::uint64_t next_state = 0;
+                if (now_ns >= cur_start_ns && now_ns < cur_end_ns) {
+                    if ((cur & Layout::max_sequence) != Layout::max_sequence) next_state = cur + 1;
+                } else if (const auto now_tick = Layout::tick_of(floor_ms(now_ns));
+                           now_tick > cur_tick && now_tick <= reserved_tick_.load(std::memory_order_acquire) &&
+                           !opt_.random_sequence_start) {
+                    next_state = pack(now_tick, 0);
+                }
+                if (next_state == 0) break;
+                if (last_.compare_exchange_weak(cur, next_state, std::memory_order_acq_rel, std::memory_order_acquire))
+                    return Layout::compose(tick_of_state(next_state), opt_.node, next_state & Layout::max_sequence);
+                cur_tick = tick_of_state(cur);
+                cur_start_ns = tick_start_ns(cur_tick);
+                cur_end_ns = tick_start_ns(cur_tick + 1);
             }
-            if (next_state != 0 && last_.compare_exchange_strong(cur, next_state, std::memory_order_acq_rel,
-                                                                 std::memory_order_relaxed))
-                return Layout::compose(tick_of_state(next_state), opt_.node, next_state & Layout::max_sequence);
         }
         auto c = claim(1);
         if (!c) return unexpected(c.error());
@@ -648,9 +657,11 @@ private:
     snowflake_options opt_;
     std::string key_, lease_name_, owner_;
 
-    // Hot path.
-    std::atomic<std::uint64_t> last_{0};  // pack(tick, sequence) of the last ID issued
-    std::atomic<std::int64_t> reserved_tick_{-1};  // the last tick covered by the store's reservation
+    // Hot path. last_ is the one word every next() writes: alone on its cache
+    // line, so that the words every next() only reads (below) are not
+    // invalidated by each ID another core issues.
+    alignas(64) std::atomic<std::uint64_t> last_{0};  // pack(tick, sequence) of the last ID issued
+    alignas(64) std::atomic<std::int64_t> reserved_tick_{-1};  // the last tick covered by the store's reservation
     // A clock reading from which next() must take the slow path: a lease
     // renewal is due, or (before start and after a lost lease) always.
     std::atomic<std::int64_t> slow_at_ns_{std::numeric_limits<std::int64_t>::min()};
@@ -659,8 +670,8 @@ private:
     // a restart inside the reservation, not a step back.
     std::atomic<std::uint64_t> start_state_{0};
     std::atomic<bool> lost_{false};  // another generator holds the node id (stats)
-    std::atomic<std::uint64_t> rollbacks_{0}, borrowed_ids_{0}, exhausted_{0}, reservations_{0}, renewals_{0},
-        reacquired_{0};
+    alignas(64) std::atomic<std::uint64_t> rollbacks_{0}, borrowed_ids_{0}, exhausted_{0}, reservations_{0},
+        renewals_{0}, reacquired_{0};
 
     // Slow path, under mutex_.
     std::mutex mutex_;

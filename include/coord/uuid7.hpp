@@ -357,14 +357,20 @@ public:
             // counter left. The random bits and the millisecond's bounds come
             // before the clock read, so its cost hides theirs. (No store check:
             // the reservation already covers a millisecond issued before.)
+            // A failed compare-and-swap hands back another thread's newer
+            // state: retry at once with the same reading while it is in the
+            // same millisecond (see snowflake.hpp).
             const auto r = rng_.next_u64();
             auto cur = state_.load(std::memory_order_acquire);
-            const auto [start_ns, end_ns] = detail::uuid7_step::ms_bounds(cur);
+            auto bounds = detail::uuid7_step::ms_bounds(cur);
             const auto now_ns = since_epoch_ns(clock_.now());
-            if (const auto nxt = detail::uuid7_step::same_ms_counter(cur, now_ns, start_ns, end_ns);
-                nxt != 0 &&
-                state_.compare_exchange_strong(cur, nxt, std::memory_order_acq_rel, std::memory_order_relaxed))
-                return detail::uuid7_step::make_counter(nxt, r);
+            for (;;) {
+                const auto nxt = detail::uuid7_step::same_ms_counter(cur, now_ns, bounds.first, bounds.second);
+                if (nxt == 0) break;
+                if (state_.compare_exchange_weak(cur, nxt, std::memory_order_acq_rel, std::memory_order_acquire))
+                    return detail::uuid7_step::make_counter(nxt, r);
+                bounds = detail::uuid7_step::ms_bounds(cur);
+            }
         }
         const int sh = detail::uuid7_step::shift(opt_.method);
         for (;;) {
@@ -427,8 +433,9 @@ private:
     uuid7_options opt_;
     Clock clock_;
     Random rng_;
-    std::atomic<std::uint64_t> state_{0};
-    std::atomic<std::int64_t> reserved_ms_{std::numeric_limits<std::int64_t>::min()};
+    // state_ is the one word every next() writes: alone on its cache line.
+    alignas(64) std::atomic<std::uint64_t> state_{0};
+    alignas(64) std::atomic<std::int64_t> reserved_ms_{std::numeric_limits<std::int64_t>::min()};
     std::atomic<std::uint64_t> absorbed_{0}, accepted_{0}, rejected_{0}, overflows_{0};
     std::mutex mutex_;
     bool started_ = false;

@@ -62,6 +62,8 @@ expect 3 'held by x\ntoken=999' -- lease acquire --store "$store" --name "$run-f
 if ! command -v faketime >/dev/null; then
   echo "FAIL: faketime is missing (tests/setup.sh installs it)"; failures=$((failures + 1))
 else
+  # libfaketime is preloaded: a sanitizer build must not insist on coming first.
+  faketime() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" command faketime "$@"; }
   cslot="claim$$@$(date -u +%Y-%m-%dT%H:%M)Z"
   expect 0 "granted fence=1 attempt=1" -- ledger claim --store "$store" --slot "$cslot" --worker A --lease-ttl 60000
   out=$(faketime -f '+2h' "$ctl" ledger claim --store "$store" --slot "$cslot" --worker B --lease-ttl 60000 2>&1); rc=$?
