@@ -11,6 +11,7 @@
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {

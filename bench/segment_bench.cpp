@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "coord/segment.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {

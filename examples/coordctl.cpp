@@ -56,6 +56,7 @@
 #include "coord/postgres/store.hpp"
 #endif
 #include "coord/storage/file.hpp"
+#include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
 
 namespace {

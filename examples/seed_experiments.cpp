@@ -19,6 +19,7 @@
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
 #include "coord/snowflake.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {

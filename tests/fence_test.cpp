@@ -8,6 +8,7 @@
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 #include "support/test_support.hpp"
 

@@ -20,6 +20,7 @@
 #include "coord/detail/sha256.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/storage/file.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 #include "support/child_process.hpp"
 #include "support/test_support.hpp"

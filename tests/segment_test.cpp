@@ -19,6 +19,7 @@
 
 #include "coord/segment.hpp"
 #include "coord/storage/file.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 #include "support/child_process.hpp"
 #include "support/test_support.hpp"

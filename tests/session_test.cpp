@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coord/session.hpp"
+#include "coord/aliases.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {

@@ -20,3 +20,4 @@
 #include "coord/storage/file.hpp"
 #include "coord/uuid7.hpp"
 #include "coord/storage/memory.hpp"
+#include "coord/aliases.hpp"

@@ -8,7 +8,7 @@
 // any before it; the resource remembers the highest token it has accepted and,
 // in the same atomic step as the write, refuses any write whose token is lower.
 //
-//   #include <coord/storage/memory.hpp>  // memory_store and the everyday aliases
+//   #include <coord/aliases.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
 //   coord::fenced_resource res{store, "orders/primary"};
 //   res.write(42, "B");                                   // accepted
@@ -34,33 +34,9 @@
 #include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
+#include "coord/rules/fence.hpp"
 
 namespace coord {
-
-/// A fence token: granted by a lease, strictly increasing per lease name.
-/// Token 0 is below every token a lease grants.
-using fence_token = std::uint64_t;
-
-/// What a fenced resource holds for one key.
-struct fenced_value {
-    /// The highest fence token accepted for the key (0 if never written).
-    fence_token fence = 0;
-    /// The value of the last accepted write.
-    std::string value;
-    /// False when no write was ever accepted for the key.
-    bool written = false;
-};
-
-/// Why a fenced write was refused.
-struct write_error {
-    /// errc::stale_fence, errc::stale_sequence, or the store's infrastructure error.
-    std::error_code code;
-    /// The highest fence the key had when the write was refused (0 for
-    /// infrastructure errors, when it is not known).
-    fence_token highest = 0;
-
-    friend bool operator==(const write_error& e, errc c) noexcept { return e.code == c; }
-};
 
 namespace detail {
 /// A callable that a fenced update passes the value to, for concept checks.
@@ -181,44 +157,4 @@ private:
     std::string key_;
 };
 
-namespace detail {
-
-/// The fence rule on one key's record, shared by every embedded store (the
-/// reference model). `assign` stores the new value. Returns the refusal, or
-/// nothing when the write was applied.
-struct fence_rule {
-    struct record {
-        fence_token highest = 0;
-        bool written = false;
-        bool has_seq = false;  // an ordered write was accepted under `highest`
-        std::uint64_t seq = 0;
-        std::string value;
-    };
-
-    template <class Assign>
-    static result<void, write_error> apply(record& r, fence_token token, std::optional<std::uint64_t> seq,
-                                           Assign&& assign) {
-        if (r.written && token < r.highest)
-            return unexpected(write_error{make_error_code(errc::stale_fence), r.highest});
-        const bool same_token = r.written && token == r.highest;
-        if (seq && same_token && r.has_seq && *seq <= r.seq)
-            return unexpected(write_error{make_error_code(errc::stale_sequence), r.highest});
-        assign(r.value);
-        if (!same_token) r.has_seq = false;
-        if (seq) {
-            r.has_seq = true;
-            r.seq = *seq;
-        }
-        r.highest = token;
-        r.written = true;
-        return {};
-    }
-
-    static fenced_value view(const record* r) {
-        if (!r) return {};
-        return fenced_value{r->highest, r->value, r->written};
-    }
-};
-
-}  // namespace detail
 }  // namespace coord

@@ -19,6 +19,7 @@
 
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/rules/reservation.hpp"
 #include "coord/result.hpp"
 
 namespace coord {
@@ -48,21 +49,4 @@ struct no_time_reservation {
 };
 static_assert(time_reservation_store<no_time_reservation>);
 
-namespace detail {
-
-/// The reservation rule shared by the embedded stores (the reference model).
-struct reservation_rule {
-    struct record {
-        fence_token highest = 0;
-        std::int64_t until_ms = 0;
-    };
-    static result<std::int64_t, write_error> reserve(record& r, std::int64_t until_ms, fence_token token) {
-        if (token < r.highest) return unexpected(write_error{make_error_code(errc::stale_fence), r.highest});
-        r.highest = token;
-        r.until_ms = std::max(r.until_ms, until_ms);
-        return r.until_ms;
-    }
-};
-
-}  // namespace detail
 }  // namespace coord

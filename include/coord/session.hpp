@@ -44,28 +44,9 @@
 #include "coord/error.hpp"
 #include "coord/random.hpp"
 #include "coord/result.hpp"
+#include "coord/rules/session.hpp"
 
 namespace coord {
-
-/// What a session store keeps per session (under the hash of its ID). Times
-/// are Unix milliseconds on the store's clock.
-struct session_record {
-    std::string user;
-    std::string data;
-    std::int64_t created_ms = 0;
-    std::int64_t last_seen_ms = 0;        ///< the latest load, save or rotate
-    std::int64_t absolute_expiry_ms = 0;  ///< the session ends here whatever its use
-    std::int64_t idle_timeout_ms = 0;     ///< the session ends this long after last_seen
-    std::uint64_t version = 1;            ///< bumped by every save and rotate
-};
-
-/// What a new session asks of the store; the store stamps the times.
-struct session_request {
-    std::string_view user;
-    std::string_view data;
-    std::int64_t idle_timeout_ms = 0;
-    std::int64_t absolute_timeout_ms = 0;
-};
 
 /// A session store: the server-side half of opaque sessions. Keys are
 /// SHA-256 hex digests of session IDs. "Now" is the store's own clock, read
@@ -140,25 +121,6 @@ struct session {
 };
 
 namespace detail {
-
-/// The expiry rule every session store applies.
-struct session_rule {
-    static session_record create(const session_request& q, std::int64_t now_ms) {
-        session_record rec;
-        rec.user.assign(q.user);
-        rec.data.assign(q.data);
-        rec.created_ms = now_ms;
-        rec.last_seen_ms = now_ms;
-        rec.absolute_expiry_ms = add_saturated(now_ms, q.absolute_timeout_ms);
-        rec.idle_timeout_ms = q.idle_timeout_ms;
-        rec.version = 1;
-        return rec;
-    }
-    static bool expired(const session_record& r, std::int64_t now_ms) noexcept {
-        return now_ms >= r.absolute_expiry_ms || now_ms >= add_saturated(r.last_seen_ms, r.idle_timeout_ms);
-    }
-    static void touch(session_record& r, std::int64_t now_ms) noexcept { r.last_seen_ms = std::max(r.last_seen_ms, now_ms); }
-};
 
 /// True when `id` has the shape of a session ID (43 base64url characters).
 inline bool session_id_shape(std::string_view id) noexcept {

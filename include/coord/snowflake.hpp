@@ -69,7 +69,6 @@
 #include "coord/lease.hpp"
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
-#include "coord/storage/memory.hpp"
 
 namespace coord {
 
@@ -233,7 +232,7 @@ struct snowflake_options {
 /// store is written once per reservation window and the lease renewed once
 /// per third of its term, on whichever call finds it due. Not copyable; the
 /// store must outlive it.
-template <class Layout = default_layout, unix_clock Clock = system_clock, time_reservation_store Store = memory_store>
+template <class Layout, unix_clock Clock, time_reservation_store Store>
 class basic_snowflake {
 public:
     using layout = Layout;
@@ -682,11 +681,5 @@ private:
     std::int64_t retry_at_ns_ = std::numeric_limits<std::int64_t>::min();  // no store call before this
     std::error_code last_lease_error_;
 };
-
-/// The everyday generator: default layout, the wall clock, the memory store
-/// (order and node lease within the process; use a file_store or an engine
-/// for restarts and for several processes).
-using snowflake = basic_snowflake<>;
-
 
 }  // namespace coord

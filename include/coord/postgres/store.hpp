@@ -26,6 +26,10 @@
 // threads are serialised (open one store per thread for parallel calls).
 #pragma once
 
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <libpq-fe.h>
 
 #include <chrono>

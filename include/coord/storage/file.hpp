@@ -71,12 +71,18 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/binary.hpp"
+#include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
-#include "coord/fence.hpp"
-#include "coord/lease.hpp"
 #include "coord/result.hpp"
-#include "coord/reservation.hpp"
-#include "coord/storage/memory.hpp"
+#include "coord/rules/fence.hpp"
+#include "coord/rules/lease.hpp"
+#include "coord/rules/ledger.hpp"
+#include "coord/rules/reservation.hpp"
+#include "coord/rules/segment.hpp"
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
 
 namespace coord {
 
@@ -794,12 +800,5 @@ private:
 
 /// The everyday durable store (leases judged on the machine's wall clock).
 using file_store = basic_file_store<>;
-
-static_assert(fence_store<file_store>);
-static_assert(fence_update_store<file_store>);
-static_assert(lease_store<file_store>);
-static_assert(time_reservation_store<file_store>);
-static_assert(segment_allocator<file_store>);
-static_assert(ledger_store<file_store>);
 
 }  // namespace coord

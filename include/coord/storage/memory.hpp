@@ -2,6 +2,10 @@
 // coord/storage/memory.hpp: memory_store, the embedded default store and the
 // reference model of every store concept.
 //
+// Includes only the rules (coord/rules/): the primitives' store concepts,
+// the static_asserts that this store models them, and the everyday aliases
+// are in coord/aliases.hpp.
+//
 // Everything lives in this process's memory, guarded by a mutex per table, so
 // every operation is one atomic step for all threads of the process. Nothing
 // survives the process: use it for one process's own coordination, for tests,
@@ -30,33 +34,23 @@
 #include <utility>
 
 #include "coord/clock.hpp"
-#include "coord/fence.hpp"
-#include "coord/job_ledger.hpp"
-#include "coord/lease.hpp"
-#include "coord/reservation.hpp"
+#include "coord/detail/string_map.hpp"
+#include "coord/error.hpp"
 #include "coord/result.hpp"
-#include "coord/segment.hpp"
-#include "coord/session.hpp"
+#include "coord/rules/fence.hpp"
+#include "coord/rules/lease.hpp"
+#include "coord/rules/ledger.hpp"
+#include "coord/rules/reservation.hpp"
+#include "coord/rules/revocation.hpp"
+#include "coord/rules/segment.hpp"
+#include "coord/rules/session.hpp"
+
+/// Defined by every store and engine header (tests check that a primitive
+/// header pulls in none).
+#define COORD_STORE_HEADER_INCLUDED 1
 
 namespace coord {
 
-namespace detail {
-/// Hash for string-keyed maps that accepts string_view without a copy.
-struct string_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-template <class V>
-using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to<>>;
-
-/// Finds `key`, inserting a default record when it is missing.
-template <class V>
-V& find_or_insert(string_map<V>& m, std::string_view key) {
-    auto it = m.find(key);
-    if (it == m.end()) it = m.emplace(std::string(key), V{}).first;
-    return it->second;
-}
-}  // namespace detail
 
 /// The in-memory store: fence_store, fence_update_store, lease_store,
 /// time_reservation_store, segment_allocator, ledger_store and
@@ -247,14 +241,12 @@ public:
 
     result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
         std::lock_guard lk(revocation_mutex_);
-        auto& until = detail::find_or_insert(denied_tokens_, jti);
-        until = std::max(until, until_s);
+        detail::revocation_rule::deny_until(detail::find_or_insert(denied_tokens_, jti), until_s);
         return {};
     }
     result<void> revoke_subject(std::string_view sub, std::int64_t not_before_s) {
         std::lock_guard lk(revocation_mutex_);
-        auto& nb = detail::find_or_insert(subject_not_before_, sub);
-        nb = std::max(nb, not_before_s);
+        detail::revocation_rule::not_before(detail::find_or_insert(subject_not_before_, sub), not_before_s);
         return {};
     }
     result<bool> token_revoked(std::string_view jti, std::string_view sub, std::optional<std::int64_t> iat,
@@ -263,13 +255,14 @@ public:
         if (!jti.empty()) {
             auto it = denied_tokens_.find(jti);
             if (it != denied_tokens_.end()) {
-                if (now_s <= it->second) return true;
+                if (detail::revocation_rule::denied(it->second, now_s)) return true;
                 denied_tokens_.erase(it);  // past the token's exp: it can no longer validate anyway
             }
         }
         if (!sub.empty()) {
             auto it = subject_not_before_.find(sub);
-            if (it != subject_not_before_.end() && (!iat || *iat < it->second)) return true;
+            if (it != subject_not_before_.end() && detail::revocation_rule::before_not_before(iat, it->second))
+                return true;
         }
         return false;
     }
@@ -338,30 +331,7 @@ private:
     detail::string_map<std::int64_t> subject_not_before_;
 };
 
-/// The everyday in-memory store (leases judged on steady_clock).
+/// The everyday in-memory store (every expiry judged on steady_clock).
 using memory_store = basic_memory_store<>;
-
-static_assert(fence_store<memory_store>);
-static_assert(fence_update_store<memory_store>);
-static_assert(lease_store<memory_store>);
-static_assert(segment_allocator<memory_store>);
-static_assert(time_reservation_store<memory_store>);
-static_assert(ledger_store<memory_store>);
-static_assert(ledger_run_store<memory_store>);
-static_assert(session_store<memory_store>);
-static_assert(revocation_store<memory_store>);
-
-/// A fenced resource in a memory_store.
-using fenced_resource = basic_fenced_resource<memory_store>;
-/// Many fenced resources in a memory_store.
-using keyed_fenced_resource = basic_keyed_fenced_resource<memory_store>;
-/// Leases in a memory_store.
-using lease_manager = basic_lease_manager<memory_store>;
-/// The job-slot ledger in a memory_store (one process).
-using job_ledger = basic_job_ledger<memory_store>;
-/// Segment IDs from a memory_store's allocator (one process).
-using segment_generator = basic_segment_generator<memory_store>;
-/// Opaque sessions in a memory_store (timed on its steady clock).
-using session_manager = basic_session_manager<memory_store>;
 
 }  // namespace coord

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/aliases.hpp: the everyday names, each primitive on the memory store
+// (one process) with the wall clock, and the checks that the embedded stores
+// model every store concept they claim.
+//
+// The primitives' headers include no store: with your own store, include
+// the primitive alone. This header is the one place where primitives and the
+// embedded stores meet; the umbrella coord/coord.hpp includes it.
+//
+//   #include <coord/aliases.hpp>
+//   coord::memory_store store;
+//   coord::lease_manager leases{store};
+//   coord::snowflake ids{store, {.node = 7}};
+#pragma once
+
+#include "coord/clock.hpp"
+#include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
+#include "coord/lease.hpp"
+#include "coord/reservation.hpp"
+#include "coord/segment.hpp"
+#include "coord/session.hpp"
+#include "coord/snowflake.hpp"
+#include "coord/storage/file.hpp"
+#include "coord/storage/memory.hpp"
+
+namespace coord {
+
+static_assert(fence_store<memory_store>);
+static_assert(fence_update_store<memory_store>);
+static_assert(lease_store<memory_store>);
+static_assert(segment_allocator<memory_store>);
+static_assert(time_reservation_store<memory_store>);
+static_assert(ledger_store<memory_store>);
+static_assert(ledger_run_store<memory_store>);
+static_assert(session_store<memory_store>);
+static_assert(revocation_store<memory_store>);
+
+static_assert(fence_store<file_store>);
+static_assert(fence_update_store<file_store>);
+static_assert(lease_store<file_store>);
+static_assert(time_reservation_store<file_store>);
+static_assert(segment_allocator<file_store>);
+static_assert(ledger_store<file_store>);
+
+/// A fenced resource in a memory_store.
+using fenced_resource = basic_fenced_resource<memory_store>;
+/// Many fenced resources in a memory_store.
+using keyed_fenced_resource = basic_keyed_fenced_resource<memory_store>;
+/// Leases in a memory_store.
+using lease_manager = basic_lease_manager<memory_store>;
+/// The job-slot ledger in a memory_store (one process).
+using job_ledger = basic_job_ledger<memory_store>;
+/// Segment IDs from a memory_store's allocator (one process).
+using segment_generator = basic_segment_generator<memory_store>;
+/// Opaque sessions in a memory_store (timed on its steady clock).
+using session_manager = basic_session_manager<memory_store>;
+/// The everyday Snowflake generator: default layout, the wall clock, the
+/// memory store (order and node lease within the process; use a file_store
+/// or an engine for restarts and for several processes).
+using snowflake = basic_snowflake<default_layout, system_clock, memory_store>;
+
+}  // namespace coord
