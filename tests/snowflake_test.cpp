@@ -424,6 +424,18 @@ TEST_F(Snowflake, IdleWhileAnotherTakesAndReleasesTheNodeId) {
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(seen.insert(*a.next()).second);
 }
 
+// Opting out of the node lease is explicit: the wrapped store keeps the
+// reservation (a restart starts above it) but holds no node id.
+TEST_F(Snowflake, WithoutNodeLeaseIsAnExplicitOptOut) {
+    coord::without_node_lease<mem_store> unleased{store};
+    gen_t<coord::default_layout, coord::without_node_lease<mem_store>> a{unleased, opts(8), clock};
+    gen_t<coord::default_layout, coord::without_node_lease<mem_store>> b{unleased, opts(8), clock};
+    ASSERT_TRUE(a.next());
+    ASSERT_TRUE(b.next());  // nothing refuses the second generator: that is what opting out means
+    gen_t<> leased{store, opts(8), clock};
+    EXPECT_TRUE(leased.next());  // the leased one is not blocked by the unleased ones either
+}
+
 // Even when the stale generator's lease check passes (its own clock says it
 // still holds the lease), the store refuses its reservation extension
 // because a newer lease token fenced the reservation.

@@ -227,6 +227,32 @@ struct snowflake_options {
     std::function<void(const snowflake_event&)> on_event;
 };
 
+/// A time reservation store that keeps no leases, wrapped to say so: a
+/// Snowflake generator on it does not hold its node id, and two live
+/// generators given the same node id can then issue the same IDs. Only for a
+/// deployment that guarantees unique node ids by other means.
+///   coord::without_node_lease<my_store> unleased{store};
+///   coord::basic_snowflake<coord::default_layout, coord::system_clock,
+///                          coord::without_node_lease<my_store>> ids{unleased, {.node = 7}};
+template <time_reservation_store Store>
+class without_node_lease {
+public:
+    explicit without_node_lease(Store& store) noexcept : store_(&store) {}
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
+        return store_->time_reserve(key, until_ms, token);
+    }
+
+private:
+    Store* store_;
+};
+
+namespace detail {
+template <class S>
+inline constexpr bool opts_out_of_node_lease = false;
+template <class S>
+inline constexpr bool opts_out_of_node_lease<without_node_lease<S>> = true;
+}  // namespace detail
+
 /// The Snowflake generator. next() is safe from any number of threads and
 /// lock-free on its hot path (one clock read, one compare-and-swap); the
 /// store is written once per reservation window and the lease renewed once
@@ -234,6 +260,11 @@ struct snowflake_options {
 /// store must outlive it.
 template <class Layout, unix_clock Clock, time_reservation_store Store>
 class basic_snowflake {
+    static_assert(lease_store<Store> || detail::opts_out_of_node_lease<Store>,
+                  "coord::basic_snowflake needs a lease_store to hold its node id (without it, two generators "
+                  "given one node id issue the same IDs): use a store with leases, or wrap the store in "
+                  "coord::without_node_lease<Store> to opt out explicitly");
+
 public:
     using layout = Layout;
     using id_type = typename Layout::id_type;
