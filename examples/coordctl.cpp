@@ -165,15 +165,26 @@ const std::string& name_option(const options& o, const std::string& option) {
     return v;
 }
 
-int infra(const coord::file_store& s, std::error_code ec) {
-    std::fprintf(stderr, "error: %s: %s\n", s.path().c_str(), ec.message().c_str());
+/// The exit code of an error, by its condition: the rule refused (3), the
+/// input can never be accepted (2), anything else (1: unavailable, outcome
+/// unknown, corrupt state).
+int exit_for(std::error_code ec) {
+    if (ec == coord::condition::refused) return exit_refused;
+    if (ec == coord::condition::bad_input) return exit_usage;
     return exit_infra;
+}
+
+int infra(const coord::file_store& s, std::error_code ec) {
+    std::fprintf(stderr, "error: %s: %s%s\n", s.path().c_str(), ec.message().c_str(),
+                 ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
+    return exit_for(ec);
 }
 
 #if defined(COORD_HAS_POSTGRES)
 int infra(const coord::postgres::store&, std::error_code ec) {
-    std::fprintf(stderr, "error: postgres: %s: %s\n", ec.message().c_str(), coord::postgres::last_error().c_str());
-    return exit_infra;
+    std::fprintf(stderr, "error: postgres: %s: %s%s\n", ec.message().c_str(), coord::postgres::last_error().c_str(),
+                 ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
+    return exit_for(ec);
 }
 #endif
 
@@ -749,7 +760,7 @@ int main(int argc, char** argv) {
         return exit_usage;
     } catch (const coord::store_error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
-        return exit_infra;
+        return exit_for(e.code());
     } catch (const std::invalid_argument& e) {
         std::fprintf(stderr, "coordctl: %s\n", e.what());
         return exit_usage;

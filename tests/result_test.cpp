@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <utility>
+
 #include <string>
 #include <system_error>
 
@@ -47,6 +50,56 @@ TEST(Errc, HasItsOwnCategoryAndMessages) {
     EXPECT_EQ(std::error_code(coord::errc::clock_rollback).message(), "clock rollback");
     EXPECT_NE(ec, std::error_code(coord::errc::lease_held));
     EXPECT_NE(ec, std::make_error_code(std::errc::io_error));
+}
+
+// Callers decide by condition: every errc maps to exactly one, operating
+// system errors are `unavailable`, and token refusals have their own
+// category while comparing equal to their errc as before.
+TEST(Errc, EveryCodeHasACondition) {
+    using coord::condition;
+    using coord::errc;
+    const std::pair<errc, condition> expected[] = {
+        {errc::stale_fence, condition::refused},          {errc::stale_sequence, condition::refused},
+        {errc::lease_held, condition::refused},           {errc::not_lease_holder, condition::refused},
+        {errc::lease_expired, condition::refused},        {errc::state_truncated, condition::corrupt_state},
+        {errc::state_corrupt, condition::corrupt_state},  {errc::state_unsupported, condition::corrupt_state},
+        {errc::state_went_back, condition::corrupt_state}, {errc::outcome_unknown, condition::outcome_unknown},
+        {errc::clock_rollback, condition::refused},       {errc::sequence_exhausted, condition::refused},
+        {errc::lease_lost, condition::refused},           {errc::time_exhausted, condition::refused},
+        {errc::invalid_text, condition::bad_input},       {errc::allocator_unavailable, condition::unavailable},
+        {errc::range_exhausted, condition::refused},      {errc::too_many_slots, condition::refused},
+        {errc::token_expired, condition::refused},        {errc::token_bad_signature, condition::refused},
+        {errc::token_revoked, condition::refused},        {errc::invalid_key, condition::bad_input},
+        {errc::session_not_found, condition::refused},    {errc::session_expired, condition::refused},
+        {errc::session_conflict, condition::refused},     {errc::state_not_regular, condition::corrupt_state},
+        {errc::state_hard_linked, condition::corrupt_state}, {errc::state_too_large, condition::corrupt_state},
+    };
+    for (const auto& [e, c] : expected) {
+        const std::error_code ec = e;
+        EXPECT_EQ(ec, c) << ec.message();
+        for (const auto other : {condition::refused, condition::outcome_unknown, condition::unavailable,
+                                 condition::corrupt_state, condition::bad_input})
+            if (other != c) {
+                EXPECT_NE(ec, other) << ec.message();
+            }
+    }
+    for (int v = 1; v <= static_cast<int>(errc::state_too_large); ++v) {
+        const std::error_code ec = static_cast<errc>(v);
+        int matches = 0;
+        for (const auto c : {condition::refused, condition::outcome_unknown, condition::unavailable,
+                             condition::corrupt_state, condition::bad_input})
+            matches += ec == c;
+        EXPECT_EQ(matches, 1) << ec.message();
+    }
+    EXPECT_EQ(std::make_error_code(std::errc::io_error), condition::unavailable);
+    EXPECT_EQ(std::error_code(ENOENT, std::system_category()), condition::unavailable);
+    EXPECT_NE(std::error_code(), condition::unavailable);
+    const std::error_code token = errc::token_expired;
+    EXPECT_EQ(std::string(token.category().name()), "coord.token");
+    EXPECT_EQ(token, errc::token_expired);
+    EXPECT_NE(token, errc::token_not_yet_valid);
+    EXPECT_EQ(std::string(std::error_code(errc::session_expired).category().name()), "coord");
+    EXPECT_EQ(std::string(coord::make_error_condition(condition::refused).message()), "refused by the primitive's rule");
 }
 
 }  // namespace

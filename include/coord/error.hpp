@@ -118,11 +118,70 @@ enum class errc {
     state_too_large,
 };
 
+/// What kind of outcome an error code is, whatever its category: callers
+/// (and coordctl's exit codes) decide by condition, not by listing codes.
+///
+///   if (r.error() == coord::condition::refused) { /* the rule said no: do not retry as is */ }
+///   if (r.error() == coord::condition::outcome_unknown) { /* read back before retrying */ }
+enum class condition {
+    /// The primitive's rule refused (stale fence, lease held, token
+    /// expired, ...): nothing was applied; retrying the same call gets the
+    /// same answer until the state changes.
+    refused = 1,
+    /// The call may or may not have been applied (a connection lost after
+    /// the request was sent, a rename that could not be made durable).
+    outcome_unknown,
+    /// The store could not be reached or could not serve the call, and it
+    /// certainly did not apply (a failed connection, a statement cancelled
+    /// and rolled back, an I/O error before anything was written, an
+    /// allocator that has not delivered). Retrying later may succeed.
+    unavailable,
+    /// A durable store's state is damaged or went back; an operator must
+    /// look. Nothing was written.
+    corrupt_state,
+    /// The input cannot be accepted by any store (malformed text or key).
+    bad_input,
+};
+
+/// The category of coord::condition; its name() is "coord.condition".
+inline const std::error_category& condition_category() noexcept;
+
+inline std::error_condition make_error_condition(condition c) noexcept {
+    return {static_cast<int>(c), condition_category()};
+}
+
 namespace detail {
 
-class coord_category_impl final : public std::error_category {
+/// The condition of one coord::errc value.
+constexpr condition condition_of(errc e) noexcept {
+    switch (e) {
+    case errc::outcome_unknown: return condition::outcome_unknown;
+    case errc::allocator_unavailable: return condition::unavailable;
+    case errc::state_truncated:
+    case errc::state_corrupt:
+    case errc::state_unsupported:
+    case errc::state_went_back:
+    case errc::state_not_regular:
+    case errc::state_hard_linked:
+    case errc::state_too_large: return condition::corrupt_state;
+    case errc::invalid_text:
+    case errc::invalid_key: return condition::bad_input;
+    default: return condition::refused;
+    }
+}
+
+/// True for the token refusals, which have a category of their own.
+constexpr bool is_token_errc(errc e) noexcept {
+    return static_cast<int>(e) >= static_cast<int>(errc::token_too_large) &&
+           static_cast<int>(e) <= static_cast<int>(errc::token_revoked);
+}
+
+class coord_category_impl : public std::error_category {
 public:
     const char* name() const noexcept override { return "coord"; }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        return make_error_condition(condition_of(static_cast<errc>(ev)));
+    }
 
     std::string message(int ev) const override {
         switch (static_cast<errc>(ev)) {
@@ -173,6 +232,37 @@ public:
     }
 };
 
+/// The token refusals (errc::token_*): the same values, their own category,
+/// so that a JWT refusal is told apart from a store's at a glance.
+class token_category_impl final : public coord_category_impl {
+public:
+    const char* name() const noexcept override { return "coord.token"; }
+};
+
+class condition_category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.condition"; }
+    std::string message(int ev) const override {
+        switch (static_cast<condition>(ev)) {
+        case condition::refused: return "refused by the primitive's rule";
+        case condition::outcome_unknown: return "outcome unknown";
+        case condition::unavailable: return "store unavailable";
+        case condition::corrupt_state: return "store state corrupt or gone back";
+        case condition::bad_input: return "bad input";
+        }
+        return "unknown condition";
+    }
+    // Codes of other categories map by their own default_error_condition
+    // (coord's categories and the engines' map straight into a condition);
+    // an operating system error is `unavailable`: an I/O call that failed
+    // before the store changed anything.
+    bool equivalent(const std::error_code& ec, int cond) const noexcept override {
+        if (ec.category() == std::system_category() || ec.category() == std::generic_category())
+            return ec && cond == static_cast<int>(condition::unavailable);
+        return ec.category().default_error_condition(ec.value()) == std::error_condition(cond, *this);
+    }
+};
+
 }  // namespace detail
 
 /// Thrown when a store cannot be opened: its what() names the store (the
@@ -188,12 +278,26 @@ inline const std::error_category& coord_category() noexcept {
     return instance;
 }
 
-/// Makes a std::error_code from an errc (found by argument-dependent lookup).
+/// The category of the token refusals (errc::token_*); its name() is "coord.token".
+inline const std::error_category& token_category() noexcept {
+    static const detail::token_category_impl instance;
+    return instance;
+}
+
+inline const std::error_category& condition_category() noexcept {
+    static const detail::condition_category_impl instance;
+    return instance;
+}
+
+/// Makes a std::error_code from an errc (found by argument-dependent lookup):
+/// the token refusals in token_category(), every other value in coord_category().
 inline std::error_code make_error_code(errc e) noexcept {
-    return {static_cast<int>(e), coord_category()};
+    return {static_cast<int>(e), detail::is_token_errc(e) ? token_category() : coord_category()};
 }
 
 }  // namespace coord
 
 template <>
 struct std::is_error_code_enum<coord::errc> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<coord::condition> : std::true_type {};

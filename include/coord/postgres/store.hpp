@@ -73,6 +73,14 @@ namespace detail {
 class category_impl final : public std::error_category {
 public:
     const char* name() const noexcept override { return "coord.postgres"; }
+    // A failed connection, or a statement that failed or was cancelled (and
+    // rolled back): the call certainly did not apply. A call that may have
+    // committed is coord::errc::outcome_unknown instead.
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        // An answer of the wrong shape says nothing about what the server did.
+        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
+        return coord::make_error_condition(coord::condition::unavailable);
+    }
     std::string message(int ev) const override {
         switch (static_cast<errc>(ev)) {
         case errc::connection_failed: return "PostgreSQL connection failed";
