@@ -27,3 +27,25 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/coordConfigVersion.cmake
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/coordConfig.cmake" "${PROJECT_BINARY_DIR}/coordConfigVersion.cmake"
   DESTINATION "${COORD_CMAKE_DIR}")
+
+# pkg-config: coord.pc (the header-only core; the adapters' libraries are
+# named by their own pkg-config files: libcrypto, libpq).
+configure_file("${PROJECT_SOURCE_DIR}/cmake/coord.pc.in" "${PROJECT_BINARY_DIR}/coord.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/coord.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")
+
+# A Debian package of the headers, the CMake package and coord.pc:
+# `cpack -G DEB` in the build directory makes libcoord-dev_VERSION_all.deb.
+set(CPACK_GENERATOR "DEB")
+set(CPACK_PACKAGE_NAME "libcoord-dev")
+set(CPACK_PACKAGE_VENDOR "coord")
+set(CPACK_PACKAGE_CONTACT "coord maintainers <coord@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION} (C++20 headers)")
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
+set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
+set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")
+set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "all")
+set(CPACK_DEBIAN_PACKAGE_SECTION "libdevel")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libssl-dev (>= 3.0), libpq-dev, libhowardhinnant-date-dev")
+set(CPACK_PACKAGE_DIRECTORY "${PROJECT_BINARY_DIR}/package")
+include(CPack)
