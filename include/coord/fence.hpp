@@ -70,6 +70,19 @@ concept fence_store = requires(S& s, std::string_view key, fence_token t, std::u
 /// A fence store that can also run a caller's function on the value inside
 /// the atomic step (read-modify-write under the fence). The function must not
 /// call back into the store.
+///
+/// What engines and callers must know:
+/// - fn(value&) runs only when the token passes the fence. It may run more
+///   than once for one call: an engine that applies the update by
+///   compare-and-set (read, fn, write if unchanged) runs fn again on the
+///   fresh value when another writer got in between. So fn must be a pure
+///   function of the value it is given (no side effects outside it); the
+///   value that is stored is the one fn produced on the value that was
+///   current when the step took effect.
+/// - If fn throws, nothing is stored and the exception propagates.
+/// - When the engine cannot tell whether the write applied (the connection
+///   broke after it was sent), the result is errc::outcome_unknown: read the
+///   value back (fence_read) before deciding to apply fn again.
 template <class S>
 concept fence_update_store = fence_store<S> && requires(S& s, std::string_view key, fence_token t) {
     { s.fence_update(key, t, detail::update_archetype{}) } -> std::same_as<result<void, write_error>>;

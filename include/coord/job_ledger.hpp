@@ -179,7 +179,11 @@ private:
 ///   one (so the revoked holder's heartbeat and complete are refused), the
 ///   slot becomes claimable; errc::stale_fence when it is not running.
 /// - A transport failure returns its error; an outcome that may have been
-///   applied is errc::outcome_unknown.
+///   applied is errc::outcome_unknown. Every operation is safe to repeat
+///   after an unknown outcome: a claim that did apply answers the repeat
+///   with in_progress under the caller's own worker name (or, once its lease
+///   ends, a new claim with a larger fence); a complete that did apply makes
+///   the repeat stale_fence with the record done (read it to tell).
 template <class S>
 concept ledger_store = requires(S& s, const ledger_claim_request& req, std::string_view key, fence_token f,
                                 std::int64_t t) {

@@ -64,7 +64,10 @@ namespace coord {
 /// - lease_read(name) returns the current holder, or nullopt when the name is
 ///   free or its term ended.
 /// - A transport or I/O failure returns that error and never a grant; when a
-///   grant may have happened anyway the code is errc::outcome_unknown.
+///   grant may have happened anyway the code is errc::outcome_unknown. The
+///   caller then does not know whether it holds the lease: it must not act
+///   as the holder; lease_read (or a later acquire, which a grant to it
+///   refuses as held) tells, and the term ends on its own if it was granted.
 template <class S>
 concept lease_store = requires(S& s, std::string_view name, std::string_view owner, fence_token t,
                                std::chrono::nanoseconds ttl) {

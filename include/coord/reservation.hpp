@@ -34,7 +34,10 @@ namespace coord {
 ///   milliseconds; 0 for a key never reserved). until_ms 0 just reads (and fences).
 /// - reserved-until never goes back, across threads, processes and restarts.
 /// - A transport failure returns its error and is never reported as success;
-///   a write that may have happened is errc::outcome_unknown.
+///   a write that may have happened is errc::outcome_unknown: the generator
+///   then issues nothing past the reservation it knows and asks again (a
+///   reservation that did apply only moved reserved-until ahead: a hole in
+///   time, never a reissue).
 template <class S>
 concept time_reservation_store = requires(S& s, std::string_view key, std::int64_t until_ms, fence_token t) {
     { s.time_reserve(key, until_ms, t) } -> std::same_as<result<std::int64_t, write_error>>;

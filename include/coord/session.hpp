@@ -62,7 +62,10 @@ namespace coord {
 ///   - save and rotate act only when the stored version equals `version`
 ///     (else errc::session_conflict), and bump it;
 ///   - a transport failure returns the engine's error, or
-///     errc::outcome_unknown when the step may have been applied.
+///     errc::outcome_unknown when the step may have been applied: a save or
+///     rotate that did apply makes the repeat session_conflict (the version
+///     moved), a create that did apply leaves a session nobody holds the ID
+///     of, which its idle timeout ends.
 template <class S>
 concept session_store = requires(S& s, std::string_view hash, const session_request& req, std::uint64_t version,
                                  std::string_view data) {
