@@ -7,9 +7,11 @@ set -euo pipefail
 build="$1" src="$2" compiler="$3"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$build" && cpack -G DEB -B "$work/pkg" >/dev/null)
+if ! (cd "$build" && cpack -G DEB -B "$work/pkg" >"$work/cpack.log" 2>&1); then
+  echo "FAIL: cpack"; cat "$work/cpack.log"; exit 1
+fi
 deb=$(ls "$work"/pkg/libcoord-dev_*_all.deb)
-dpkg-deb -I "$deb" | grep -q "Package: libcoord-dev"
+[ "$(dpkg-deb -f "$deb" Package)" = libcoord-dev ] || { echo "FAIL: not libcoord-dev: $deb"; exit 1; }
 root="$work/root"
 dpkg-deb -x "$deb" "$root"
 for f in usr/include/coord/coord.hpp usr/include/coord/rules/fence.hpp usr/share/cmake/coord/coordConfig.cmake \

@@ -4,9 +4,11 @@
 // postgres_test.cpp check that the everyday store judges on the server's clock.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
+#include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 #include "conformance/session_store_suite.hpp"
+#include "conformance/time_reservation_suite.hpp"
 #include "postgres/pg_support.hpp"
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, FenceStoreConformance, coord::test::postgres_factory);
@@ -14,3 +16,5 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseStoreConformance, coord::test::pos
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SegmentAllocatorConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SessionStoreConformance, coord::test::postgres_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TimeReservationConformance, coord::test::postgres_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerRunConformance, coord::test::postgres_factory);
