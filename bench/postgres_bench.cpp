@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The PostgreSQL stores against the same server in the same run:
 //   BM_Floor_PgRoundTrip     one bare prepared statement (SELECT $1) through libpq
-//   BM_Pg_FenceWrite         one fenced write (target <= 1.2x the round trip)
+//   BM_Floor_PgUpdate        one bare single-row UPDATE by primary key (prepared, autocommit):
+//                            the same kind of work a fenced write does, without the rule
+//   BM_Pg_FenceWrite         one fenced write (target <= 1.2x BM_Floor_PgUpdate)
+//   BM_Pg_FenceUpdate        one fenced read-modify-write (two round trips: a transaction)
 //   BM_Floor_PgTransaction   a bare two-statement transaction (BEGIN, UPDATE, INSERT, COMMIT)
 //   BM_Pg_SegmentAllocate    one range from the allocator (target <= 1.2x the transaction)
 //   BM_Pg_LedgerRunOnce      claim, effect (one INSERT in the same transaction), done
@@ -66,6 +69,30 @@ void BM_Floor_PgRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_PgRoundTrip)->UseRealTime();
 
+// A bare single-row UPDATE by primary key through the same kind of
+// connection: what a fenced write of an existing key costs the server
+// without coord's rule (bytea value, numeric token, one row, autocommit).
+void BM_Floor_PgUpdate(benchmark::State& state) {
+    PGconn* c = raw_connection();
+    const std::string table = "bench_floor_update_" + std::to_string(::getpid());
+    must(c, PQexec(c, ("CREATE TABLE IF NOT EXISTS " + table +
+                       " (key text PRIMARY KEY, highest numeric(20,0) NOT NULL, value bytea NOT NULL)")
+                          .c_str()));
+    must(c, PQexec(c, ("INSERT INTO " + table + " VALUES ('k', 0, '') ON CONFLICT DO NOTHING").c_str()));
+    must(c, PQprepare(c, "floor_update", ("UPDATE " + table + " SET highest = $2::numeric, value = $3 WHERE key = $1").c_str(),
+                      3, nullptr));
+    std::int64_t i = 0;
+    for (auto _ : state) {
+        const std::string v = std::to_string(++i);
+        const char* values[] = {"k", v.c_str(), "value"};
+        must(c, PQexecPrepared(c, "floor_update", 3, values, nullptr, nullptr, 0));
+    }
+    must(c, PQexec(c, ("DROP TABLE " + table).c_str()));
+    PQfinish(c);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_PgUpdate)->UseRealTime();
+
 void BM_Pg_FenceWrite(benchmark::State& state) {
     auto& s = store();
     static std::uint64_t token = 0;
@@ -77,6 +104,18 @@ void BM_Pg_FenceWrite(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Pg_FenceWrite)->UseRealTime();
+
+void BM_Pg_FenceUpdate(benchmark::State& state) {
+    auto& s = store();
+    static std::uint64_t token = 0;
+    static const std::string key = "bench-fence-update-" + std::to_string(::getpid());
+    for (auto _ : state) {
+        auto r = s.fence_update(key, ++token, [](std::string& v) { v = "n" + std::to_string(v.size() % 7); });
+        if (!r) state.SkipWithError("fence update refused");
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Pg_FenceUpdate)->UseRealTime();
 
 void BM_Floor_PgTransaction(benchmark::State& state) {
     PGconn* c = raw_connection();

@@ -2,7 +2,9 @@
 // coord/postgres/store.hpp: coord's stores on PostgreSQL (libpq), target
 // coord::postgres. For fences, leases and IDs that several machines trust.
 //
-// Every operation is one round trip that PostgreSQL executes atomically: a
+// Every operation is one round trip that PostgreSQL executes atomically (but
+// fence_update and a ledger run: two, pipelined, the caller's function or
+// effect between them, inside one transaction): a
 // call of one of the adapter's PL/pgSQL functions, which locks the row
 // (SELECT ... FOR UPDATE), applies the same rule as the memory store and
 // writes, all in the one statement's transaction; or one INSERT ... ON
@@ -380,10 +382,12 @@ public:
                                           std::string_view value) {
         return fence_call(key, token, seq, value);
     }
-    /// fence_update_store: one transaction (the row locked FOR UPDATE, the
-    /// rule, fn on the value, the write, COMMIT). fn runs only when the token
-    /// passes; if it throws, the transaction rolls back and the exception
-    /// propagates.
+    /// fence_update_store: one transaction in two round trips: BEGIN, the
+    /// row made and locked (INSERT ... ON CONFLICT DO NOTHING, SELECT ... FOR
+    /// UPDATE) pipelined; the rule and fn on the value here; the UPDATE and
+    /// COMMIT pipelined. fn runs once, only when the token passes; if it
+    /// throws, the transaction rolls back and the exception propagates. A
+    /// refusal rolls back (one more round trip).
     template <class F>
     result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
         std::lock_guard lk(mutex_);
@@ -391,30 +395,35 @@ public:
             (void)exec("ROLLBACK", {}, false);
             return result<void, write_error>(unexpected(write_error{ec, highest}));
         };
-        if (auto b = exec("BEGIN", {}, false); !b) return unexpected(write_error{b.error(), 0});
-        if (auto i = exec("INSERT INTO coord_fence(key) VALUES ($1) ON CONFLICT DO NOTHING", {param(key)}, false); !i)
-            return fail(i.error());
-        auto r = exec("SELECT highest, written, value, has_seq, seq FROM coord_fence WHERE key = $1 FOR UPDATE", {param(key)},
-                      false);
-        if (!r) return fail(r.error());
-        if (PQntuples(r->get()) != 1) return fail(make_error_code(errc::bad_answer));
-        const fence_token highest = to_u64(r->text(0, 0));
-        const bool written = r->text(0, 1) == "t";
+        auto opened = pipeline({{"BEGIN", {}},
+                                {"INSERT INTO coord_fence(key) VALUES ($1) ON CONFLICT DO NOTHING", {param(key)}},
+                                {"SELECT highest, written, value, has_seq, seq FROM coord_fence WHERE key = $1 FOR UPDATE",
+                                 {param(key)}}},
+                               false);
+        if (!opened) return fail(opened.error());
+        const answer& r = (*opened)[2];
+        if (PQntuples(r.get()) != 1) return fail(make_error_code(errc::bad_answer));
+        const fence_token highest = to_u64(r.text(0, 0));
+        const bool written = r.text(0, 1) == "t";
         if (written && token < highest) return fail(coord::make_error_code(coord::errc::stale_fence), highest);
         const bool same = written && token == highest;
-        std::string value = r->bytes(0, 2);
+        std::string value = r.bytes(0, 2);
         try {
             fn(value);
         } catch (...) {
             (void)exec("ROLLBACK", {}, false);
             throw;
         }
-        const bool has_seq = same && r->text(0, 3) == "t";
-        auto u = exec("UPDATE coord_fence SET highest = $2, written = true, value = $3, has_seq = $4, "
-                      "seq = CASE WHEN $4 THEN seq ELSE 0 END WHERE key = $1",
-                      {param(key), param_u64(token), bytes_param(value), param(has_seq ? "true" : "false")}, false);
-        if (!u) return fail(u.error());
-        if (auto c = exec("COMMIT", {}, true); !c) return unexpected(write_error{c.error(), 0});
+        const bool has_seq = same && r.text(0, 3) == "t";
+        auto done = pipeline({{"UPDATE coord_fence SET highest = $2, written = true, value = $3, has_seq = $4, "
+                               "seq = CASE WHEN $4 THEN seq ELSE 0 END WHERE key = $1",
+                               {param(key), param_u64(token), bytes_param(value), param(has_seq ? "true" : "false")}},
+                              {"COMMIT", {}}},
+                             true);
+        if (!done) {
+            if (done.error() == coord::errc::outcome_unknown) return unexpected(write_error{done.error(), 0});
+            return fail(done.error());
+        }
         return {};
     }
 
