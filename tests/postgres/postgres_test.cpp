@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
+#include "coord/session.hpp"
 #include "postgres/pg_support.hpp"
 
 namespace {
@@ -30,6 +33,72 @@ TEST(Postgres, LeaseExpiryIsOnTheServerClock) {
     ASSERT_FALSE(b);
     EXPECT_EQ(b.error(), coord::errc::lease_held);
     EXPECT_EQ(b.error().holder, "A");
+}
+
+// A database made by the schema main had on 2026-12-01 (before versions were
+// recorded), with rows in every table it uses, is upgraded by the first
+// store that opens it: nothing is lost and the new rules apply.
+TEST(PostgresSchema, UpgradesADatabaseOfTheSchemaOf20261201WithoutLosingData) {
+    const auto conninfo = coord::test::pg_fresh_schema();
+    std::ifstream in(std::string(COORD_TEST_PG_DATA_DIR) + "/schema_main_2026-12-01.sql");
+    ASSERT_TRUE(in) << "the frozen schema file is missing";
+    std::stringstream old_schema;
+    old_schema << in.rdbuf();
+    coord::test::pg_command(conninfo, "SET client_min_messages = warning; " + old_schema.str());
+    // Rows written through that schema's own functions and tables.
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT o_token FROM coord_lease_acquire('job', 'A', 3600000000000, NULL)"), "1");
+    coord::test::pg_command(conninfo, "INSERT INTO coord_fence VALUES ('orders', 7, true, false, 0, 'seven')");
+    coord::test::pg_command(conninfo, "INSERT INTO coord_segment VALUES ('ids', 1001)");
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT o_kind FROM coord_ledger_claim('billing@2026-10-13T09:00:00Z', "
+                                              "1791882000000, 0, 'w', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855', coord_now_ns(), coord_now_ns() + 1000)"),
+              "0");
+    coord::test::pg_command(conninfo, "UPDATE coord_ledger SET state = 2, result = 'done once', retain_until_ns = "
+                                      "9000000000000000000 WHERE key = 'billing@2026-10-13T09:00:00Z'");
+    coord::postgres::store store{conninfo};
+    EXPECT_EQ(*store.database_schema_version(), coord::postgres::schema_version());
+    auto holder = store.lease_read("job");
+    ASSERT_TRUE(holder && *holder);
+    EXPECT_EQ((*holder)->owner, "A");
+    EXPECT_EQ(store.lease_acquire("job", "B", 1s).error(), coord::errc::lease_held);
+    auto fence = store.fence_read("orders");
+    ASSERT_TRUE(fence);
+    EXPECT_EQ(fence->fence, 7u);
+    EXPECT_EQ(fence->value, "seven");
+    EXPECT_EQ(store.fence_write("orders", 6, "six").error(), coord::errc::stale_fence);
+    EXPECT_EQ(store.segment_allocate("ids", 10)->begin, 1001u);
+    // The ledger row replays; the new claim (the server's now) works on it.
+    coord::basic_job_ledger<coord::postgres::store> ledger{store, {.lease_ttl = std::chrono::minutes(1),
+                                                                   .replay_window = std::chrono::hours(24 * 365 * 50),
+                                                                   .retention = std::chrono::hours(24 * 365 * 50)}};
+    auto replay = ledger.claim(*coord::slot::parse("billing@2026-10-13T09:00Z"), "w2");
+    ASSERT_TRUE(replay) << coord::postgres::last_error();
+    EXPECT_EQ(replay->kind, coord::claim_outcome::replayed);
+    EXPECT_EQ(replay->result, "done once");
+    coord::basic_session_manager<coord::postgres::store> sessions{store};
+    auto s = sessions.create("alice");
+    ASSERT_TRUE(s) << coord::postgres::last_error();
+    EXPECT_TRUE(sessions.load(s->id));
+    // A second store finds the schema current and changes nothing.
+    coord::postgres::store again{conninfo};
+    EXPECT_EQ(*again.database_schema_version(), coord::postgres::schema_version());
+    EXPECT_EQ(again.fence_read("orders")->value, "seven");
+}
+
+// A database whose schema is newer than this library is refused with a
+// clear error, and nothing is written to it.
+TEST(PostgresSchema, ANewerSchemaIsRefused) {
+    const auto conninfo = coord::test::pg_fresh_schema();
+    { coord::postgres::store first{conninfo}; }
+    coord::test::pg_command(conninfo, "UPDATE coord_schema SET version = 99");
+    try {
+        coord::postgres::store store{conninfo};
+        ADD_FAILURE() << "opened a database with a newer schema";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::postgres::make_error_code(coord::postgres::errc::schema_too_new));
+        EXPECT_NE(std::string(e.what()).find("version 99"), std::string::npos) << e.what();
+        EXPECT_EQ(e.code(), coord::condition::unavailable);
+    }
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT version FROM coord_schema"), "99");
 }
 
 TEST(Postgres, UnreachableServerIsAClearError) {

@@ -13,7 +13,8 @@
 // retention, sessions' idle and absolute timeouts) is judged on the server's
 // clock (clock_timestamp()), read inside the statement, never on the
 // client's: no call sends the client's time. The schema (tables coord_*, functions coord_*) is created by
-// the constructor, idempotently, under an advisory lock; see schema_sql().
+// the constructor from numbered migrations (coord/postgres/schema.hpp) under
+// an advisory lock; a database with a newer schema is refused.
 //
 //   coord::postgres::store store{"host=db1 dbname=app user=svc"};
 //   coord::basic_lease_manager leases{store};
@@ -56,6 +57,7 @@
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
 #include "coord/session.hpp"
+#include "coord/postgres/schema.hpp"
 
 namespace coord::postgres {
 
@@ -69,6 +71,9 @@ enum class errc {
     timeout,
     /// The server's answer was not what the adapter expects (schema drift?).
     bad_answer,
+    /// The database's coord schema is newer than this library knows:
+    /// upgrade coord before writing with it.
+    schema_too_new,
 };
 
 namespace detail {
@@ -89,6 +94,7 @@ public:
         case errc::statement_failed: return "PostgreSQL statement failed";
         case errc::timeout: return "PostgreSQL statement timed out";
         case errc::bad_answer: return "unexpected answer from PostgreSQL";
+        case errc::schema_too_new: return "PostgreSQL schema newer than this coord";
         }
         return "unknown PostgreSQL error";
     }
@@ -128,214 +134,6 @@ inline std::optional<std::string> conninfo_error(const std::string& conninfo) {
 /// whose readings are sent with each call.
 struct server_clock {};
 
-/// The schema: tables and functions, created idempotently.
-inline const char* schema_sql() {
-    return R"SQL(
-CREATE TABLE IF NOT EXISTS coord_fence (
-  key text PRIMARY KEY, highest numeric(20,0) NOT NULL DEFAULT 0, written boolean NOT NULL DEFAULT false,
-  has_seq boolean NOT NULL DEFAULT false, seq numeric(20,0) NOT NULL DEFAULT 0, value bytea NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS coord_lease (
-  name text PRIMARY KEY, last_token bigint NOT NULL DEFAULT 0, held boolean NOT NULL DEFAULT false,
-  holder text NOT NULL DEFAULT '', token bigint NOT NULL DEFAULT 0, ttl_ns bigint NOT NULL DEFAULT 0,
-  expires_ns bigint NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS coord_reservation (
-  key text PRIMARY KEY, highest numeric(20,0) NOT NULL DEFAULT 0, until_ms bigint NOT NULL DEFAULT 0);
--- next may reach 2^63 (an exclusive end), one past bigint: numeric.
-CREATE TABLE IF NOT EXISTS coord_segment (tag text PRIMARY KEY, next numeric(20,0) NOT NULL);
-
--- The server's clock in nanoseconds since the Unix epoch (microsecond resolution).
-CREATE OR REPLACE FUNCTION coord_now_ns() RETURNS bigint LANGUAGE sql VOLATILE AS
-$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 $$;
-
--- status: 0 granted, 1 held (o_* describe the holder).
-CREATE OR REPLACE FUNCTION coord_lease_acquire(p_name text, p_owner text, p_ttl bigint, p_now bigint)
-RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
-DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns());
-BEGIN
-  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
-  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
-  IF r.held AND now_ns < r.expires_ns THEN
-    RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns; RETURN;
-  END IF;
-  UPDATE coord_lease SET last_token = r.last_token + 1, held = true, holder = p_owner, token = r.last_token + 1,
-    ttl_ns = p_ttl, expires_ns = now_ns + p_ttl WHERE name = p_name;
-  RETURN QUERY SELECT 0, p_owner, r.last_token + 1, p_ttl, now_ns + p_ttl;
-END $$;
-
--- status: 0 renewed (o_* the new term), 1 not the holder, 2 expired (o_* the live holder, if any).
-CREATE OR REPLACE FUNCTION coord_lease_renew(p_name text, p_owner text, p_token bigint, p_ttl bigint, p_now bigint)
-RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
-DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns()); live boolean; ttl bigint;
-BEGIN
-  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
-  IF NOT FOUND THEN RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
-  live := r.held AND now_ns < r.expires_ns;
-  IF NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
-    IF live THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
-    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
-    RETURN;
-  END IF;
-  IF NOT live THEN RETURN QUERY SELECT 2, ''::text, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
-  ttl := CASE WHEN p_ttl > 0 THEN p_ttl ELSE r.ttl_ns END;
-  UPDATE coord_lease SET ttl_ns = ttl, expires_ns = now_ns + ttl WHERE name = p_name;
-  RETURN QUERY SELECT 0, r.holder, r.token, ttl, now_ns + ttl;
-END $$;
-
--- status: 0 released, 1 not the holder (o_* the live holder, if any).
-CREATE OR REPLACE FUNCTION coord_lease_release(p_name text, p_owner text, p_token bigint, p_now bigint)
-RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
-DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns());
-BEGIN
-  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
-  IF NOT FOUND OR NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
-    IF FOUND AND r.held AND now_ns < r.expires_ns THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
-    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
-    RETURN;
-  END IF;
-  UPDATE coord_lease SET held = false, holder = '', expires_ns = 0 WHERE name = p_name;
-  RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
-END $$;
-
--- The live holder, or no row.
-CREATE OR REPLACE FUNCTION coord_lease_read(p_name text, p_now bigint)
-RETURNS TABLE(o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE sql AS $$
-  SELECT holder, token, ttl_ns, expires_ns FROM coord_lease
-  WHERE name = p_name AND held AND coalesce(p_now, coord_now_ns()) < expires_ns $$;
-
--- status: 0 reserved (o_value the reservation, never lowered), 1 stale fence (o_value the highest token).
-CREATE OR REPLACE FUNCTION coord_time_reserve(p_key text, p_until bigint, p_token numeric)
-RETURNS TABLE(o_status int, o_value numeric) LANGUAGE plpgsql AS $$
-DECLARE r coord_reservation;
-BEGIN
-  INSERT INTO coord_reservation(key) VALUES (p_key) ON CONFLICT DO NOTHING;
-  SELECT * INTO r FROM coord_reservation WHERE key = p_key FOR UPDATE;
-  IF p_token < r.highest THEN RETURN QUERY SELECT 1, r.highest; RETURN; END IF;
-  UPDATE coord_reservation SET highest = p_token, until_ms = greatest(r.until_ms, p_until) WHERE key = p_key;
-  RETURN QUERY SELECT 0, greatest(r.until_ms, p_until)::numeric;
-END $$;
-
--- Sessions: only the SHA-256 of an ID is kept. status: 0 ok, 1 not found, 2 expired, 3 conflict.
-CREATE TABLE IF NOT EXISTS coord_session (
-  hash text PRIMARY KEY, user_name text NOT NULL, data bytea NOT NULL, created_ms bigint NOT NULL,
-  last_seen_ms bigint NOT NULL, absolute_expiry_ms bigint NOT NULL, idle_timeout_ms bigint NOT NULL,
-  version bigint NOT NULL);
-CREATE INDEX IF NOT EXISTS coord_session_user ON coord_session(user_name);
-
--- The server's clock in Unix milliseconds (floor), or p_now when a test sends one.
-CREATE OR REPLACE FUNCTION coord_now_ms(p_now bigint) RETURNS bigint LANGUAGE sql VOLATILE AS
-$$ SELECT coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) $$;
-
--- A new session stamped with the server's clock; 0 created, 3 conflict.
-CREATE OR REPLACE FUNCTION coord_session_create(p_hash text, p_user text, p_data bytea, p_idle bigint,
-  p_absolute bigint, p_now bigint)
-RETURNS TABLE(o_status int, o_created bigint, o_expiry bigint) LANGUAGE plpgsql AS $$
-DECLARE now_ms bigint := coord_now_ms(p_now);
-BEGIN
-  INSERT INTO coord_session VALUES (p_hash, p_user, p_data, now_ms, now_ms, now_ms + p_absolute, p_idle, 1)
-    ON CONFLICT DO NOTHING;
-  IF NOT FOUND THEN RETURN QUERY SELECT 3, 0::bigint, 0::bigint; RETURN; END IF;
-  RETURN QUERY SELECT 0, now_ms, now_ms + p_absolute;
-END $$;
-
--- Given the locked row of a session (p_found: there was one): 0 live, 1 not
--- found, 2 expired (and the row is deleted).
-CREATE OR REPLACE FUNCTION coord_session_state(p_found boolean, r coord_session, p_now bigint) RETURNS int
-LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT p_found THEN RETURN 1; END IF;
-  IF p_now >= r.absolute_expiry_ms OR p_now >= r.last_seen_ms + r.idle_timeout_ms THEN
-    DELETE FROM coord_session WHERE hash = r.hash; RETURN 2;
-  END IF;
-  RETURN 0;
-END $$;
-
-CREATE OR REPLACE FUNCTION coord_session_load(p_hash text, p_now bigint)
-RETURNS TABLE(o_status int, o_user text, o_data bytea, o_created bigint, o_last_seen bigint, o_expiry bigint,
-  o_idle bigint, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
-BEGIN
-  SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
-  st := coord_session_state(FOUND, r, now_ms);
-  IF st <> 0 THEN RETURN QUERY SELECT st, ''::text, ''::bytea, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint; RETURN; END IF;
-  UPDATE coord_session SET last_seen_ms = greatest(r.last_seen_ms, now_ms) WHERE hash = p_hash;
-  RETURN QUERY SELECT 0, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, now_ms), r.absolute_expiry_ms,
-    r.idle_timeout_ms, r.version;
-END $$;
-
-CREATE OR REPLACE FUNCTION coord_session_save(p_hash text, p_version bigint, p_data bytea, p_now bigint)
-RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
-BEGIN
-  SELECT * INTO r FROM coord_session WHERE hash = p_hash FOR UPDATE;
-  st := coord_session_state(FOUND, r, now_ms);
-  IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
-  IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
-  UPDATE coord_session SET data = p_data, last_seen_ms = greatest(r.last_seen_ms, now_ms), version = r.version + 1
-    WHERE hash = p_hash;
-  RETURN QUERY SELECT 0, r.version + 1;
-END $$;
-
-CREATE OR REPLACE FUNCTION coord_session_rotate(p_old text, p_new text, p_version bigint, p_now bigint)
-RETURNS TABLE(o_status int, o_version bigint) LANGUAGE plpgsql AS $$
-DECLARE st int; r coord_session; now_ms bigint := coord_now_ms(p_now);
-BEGIN
-  SELECT * INTO r FROM coord_session WHERE hash = p_old FOR UPDATE;
-  st := coord_session_state(FOUND, r, now_ms);
-  IF st <> 0 THEN RETURN QUERY SELECT st, 0::bigint; RETURN; END IF;
-  IF r.version <> p_version THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
-  INSERT INTO coord_session VALUES (p_new, r.user_name, r.data, r.created_ms, greatest(r.last_seen_ms, now_ms),
-    r.absolute_expiry_ms, r.idle_timeout_ms, r.version + 1) ON CONFLICT DO NOTHING;
-  IF NOT FOUND THEN RETURN QUERY SELECT 3, r.version; RETURN; END IF;
-  DELETE FROM coord_session WHERE hash = p_old;
-  RETURN QUERY SELECT 0, r.version + 1;
-END $$;
-
--- Token revocation: a denied jti until a time, a subject's not-before (Unix seconds).
-CREATE TABLE IF NOT EXISTS coord_denied_token (jti text PRIMARY KEY, until_s bigint NOT NULL);
-CREATE TABLE IF NOT EXISTS coord_subject_nbf (sub text PRIMARY KEY, not_before_s bigint NOT NULL);
-
--- The job-slot ledger: state 0 idle, 1 running, 2 done.
-CREATE TABLE IF NOT EXISTS coord_ledger (
-  key text PRIMARY KEY, scheduled_ms bigint NOT NULL DEFAULT 0, schedule_version bigint NOT NULL DEFAULT 0,
-  state smallint NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0, attempt bigint NOT NULL DEFAULT 0,
-  holder text NOT NULL DEFAULT '', lease_until_ns bigint NOT NULL DEFAULT 0, started_ns bigint NOT NULL DEFAULT 0,
-  completed_ns bigint NOT NULL DEFAULT 0, retain_until_ns bigint NOT NULL DEFAULT 0,
-  payload_hash text NOT NULL DEFAULT '', result bytea NOT NULL DEFAULT '', fail_reason text NOT NULL DEFAULT '');
-
--- The server's clock in Unix nanoseconds, or p_now when a test sends one.
-CREATE OR REPLACE FUNCTION coord_now_ns(p_now bigint) RETURNS bigint LANGUAGE sql VOLATILE AS
-$$ SELECT coalesce(p_now, coord_now_ns()) $$;
-
--- o_kind: 0 granted, 1 replayed, 2 in progress, 3 payload mismatch, 4
--- expired (claim_outcome's order). Every time is the server's: the lease
--- ends p_ttl after its now; a slot scheduled more than p_window_ms before
--- its now is expired (and no row is made for it).
-DROP FUNCTION IF EXISTS coord_ledger_claim(text, bigint, bigint, text, text, bigint, bigint);
-CREATE OR REPLACE FUNCTION coord_ledger_claim(p_key text, p_scheduled_ms bigint, p_version bigint, p_worker text,
-  p_hash text, p_ttl bigint, p_window_ms bigint, p_now bigint)
-RETURNS TABLE(o_kind int, o_fence bigint, o_attempt bigint, o_holder text, o_lease_until bigint, o_result bytea)
-LANGUAGE plpgsql AS $$
-DECLARE r coord_ledger; now_ns bigint := coord_now_ns(p_now);
-BEGIN
-  IF p_scheduled_ms::numeric + p_window_ms < floor(now_ns::numeric / 1000000) THEN
-    RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
-  END IF;
-  INSERT INTO coord_ledger(key) VALUES (p_key) ON CONFLICT DO NOTHING;
-  SELECT * INTO r FROM coord_ledger WHERE key = p_key FOR UPDATE;
-  IF (r.attempt > 0 OR r.state <> 0) AND r.payload_hash <> p_hash THEN
-    RETURN QUERY SELECT 3, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
-  END IF;
-  IF r.state = 2 THEN RETURN QUERY SELECT 1, r.fence, r.attempt, ''::text, 0::bigint, r.result; RETURN; END IF;
-  IF r.state = 1 AND now_ns < r.lease_until_ns THEN
-    RETURN QUERY SELECT 2, r.fence, r.attempt, r.holder, r.lease_until_ns, ''::bytea; RETURN;
-  END IF;
-  UPDATE coord_ledger SET scheduled_ms = p_scheduled_ms, schedule_version = p_version, payload_hash = p_hash,
-    state = 1, fence = r.fence + 1, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = now_ns + p_ttl,
-    started_ns = now_ns WHERE key = p_key;
-  RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
-END $$;
-)SQL";
-}
 
 /// PostgreSQL as a fence_store, lease_store, time_reservation_store and
 /// segment_allocator. Clock: server_clock (production: leases judged on the
@@ -360,9 +158,18 @@ public:
         if (!connect()) refuse(make_error_code(errc::connection_failed), "");
         auto r = exec("SELECT pg_advisory_lock(7370426)", {}, false);
         if (!r) refuse(r.error(), " schema lock");
-        auto s = exec(schema_sql(), {}, true);
+        auto m = migrate();
         (void)exec("SELECT pg_advisory_unlock(7370426)", {}, false);
-        if (!s) refuse(s.error(), " schema");
+        if (!m) refuse(m.error(), " schema");
+    }
+
+    /// The schema version the database is at (after the constructor: schema_version()).
+    result<int> database_schema_version() {
+        std::lock_guard lk(mutex_);
+        auto r = exec("SELECT version FROM coord_schema WHERE id = 1", {}, false);
+        if (!r) return unexpected(r.error());
+        if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
+        return static_cast<int>(to_i64(r->text(0, 0)));
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
@@ -772,6 +579,48 @@ private:
     param_value now_ms_param() const {
         if constexpr (std::is_same_v<Clock, server_clock>) return {std::nullopt, false};
         else return {std::to_string(unix_millis(clock_.now())), false};
+    }
+
+    // Brings the database to schema_version() (under the caller's advisory
+    // lock): each migration above the recorded version in a transaction of
+    // its own, with the new version; refuses a newer database.
+    result<void> migrate() {
+        if (auto t = exec("CREATE TABLE IF NOT EXISTS coord_schema (id int PRIMARY KEY CHECK (id = 1), "
+                          "version int NOT NULL)",
+                          {}, true);
+            !t)
+            return unexpected(t.error());
+        auto v = exec("SELECT coalesce((SELECT version FROM coord_schema WHERE id = 1), "
+                      "CASE WHEN to_regclass('coord_fence') IS NULL THEN 0 ELSE 1 END)",
+                      {}, false);
+        if (!v) return unexpected(v.error());
+        const int at = static_cast<int>(to_i64(v->text(0, 0)));
+        if (at > schema_version()) {
+            last_error() = "the database's coord schema is version " + std::to_string(at) +
+                           ", newer than this library's " + std::to_string(schema_version()) + ": upgrade coord";
+            return unexpected(make_error_code(errc::schema_too_new));
+        }
+        for (const auto& m : migrations()) {
+            if (m.version <= at) continue;
+            if (auto b = exec("BEGIN", {}, false); !b) return unexpected(b.error());
+            std::error_code failed;
+            if (auto applied = exec(m.sql, {}, true); !applied) {
+                failed = applied.error();
+            } else if (auto recorded = exec("INSERT INTO coord_schema VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET "
+                                            "version = EXCLUDED.version",
+                                            {param(static_cast<std::int64_t>(m.version))}, true);
+                       !recorded) {
+                failed = recorded.error();
+            }
+            if (failed) {
+                const auto message = last_error();
+                (void)exec("ROLLBACK", {}, false);
+                last_error() = "migration " + std::to_string(m.version) + " (" + m.what + "): " + message;
+                return unexpected(failed);
+            }
+            if (auto c = exec("COMMIT", {}, true); !c) return unexpected(c.error());
+        }
+        return {};
     }
 
     static std::uint64_t to_u64(const std::string& s) { return std::strtoull(s.c_str(), nullptr, 10); }
