@@ -3,7 +3,12 @@
 // errors for a bad server, and recovery across a server restart.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -99,6 +104,61 @@ TEST(PostgresSchema, ANewerSchemaIsRefused) {
         EXPECT_EQ(e.code(), coord::condition::unavailable);
     }
     EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT version FROM coord_schema"), "99");
+}
+
+// A pool of connections: a call holds one for its whole step, so a long
+// ledger transaction does not stop another thread's call (one connection
+// behind a mutex did), and a transaction stays on its own connection.
+TEST(PostgresPool, ACallProceedsWhileAnotherThreadsTransactionIsOpen) {
+    coord::postgres::store store{coord::test::pg_fresh_schema(), {}, {.pool_size = 2}};
+    coord::basic_job_ledger<coord::postgres::store> ledger{
+        store, {.replay_window = std::chrono::hours(24 * 365 * 50), .retention = std::chrono::hours(24 * 365 * 50)}};
+    std::mutex m;
+    std::condition_variable cv;
+    bool written = false, timed_out = false;
+    std::thread runner([&] {
+        auto r = ledger.run(*coord::slot::parse("long@2026-10-13T09:00Z"), "A", "", [&](const coord::ledger_context&) {
+            std::unique_lock lk(m);
+            // Inside the open transaction: the other thread's write must get through.
+            timed_out = !cv.wait_for(lk, std::chrono::seconds(60), [&] { return written; });
+            auto rows = coord::postgres::store::effect_exec("SELECT 1");
+            return std::string(rows ? "effect on the run's connection" : "no connection");
+        });
+        EXPECT_TRUE(r && r->kind == coord::run_outcome::applied);
+        EXPECT_EQ(r->result, "effect on the run's connection");
+    });
+    ASSERT_TRUE(store.fence_write("k", 1, "while a transaction is open"));
+    {
+        std::lock_guard lk(m);
+        written = true;
+    }
+    cv.notify_all();
+    runner.join();
+    EXPECT_FALSE(timed_out) << "a call waited for another thread's transaction";
+}
+
+TEST(PostgresPool, ManyThreadsOnAFewConnectionsKeepEveryPromise) {
+    coord::postgres::store store{coord::test::pg_fresh_schema(), {}, {.pool_size = 3}};
+    constexpr int threads = 8, per_thread = 25;
+    std::vector<std::thread> pool;
+    std::vector<std::vector<std::uint64_t>> ids(threads);
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            for (int i = 0; i < per_thread; ++i) {
+                auto r = store.segment_allocate("ids", 1);
+                if (r) ids[t].push_back(r->begin);
+                (void)store.fence_update("counter", 1, [](std::string& v) { v = std::to_string(v.empty() ? 1 : std::stoi(v) + 1); });
+            }
+        });
+    for (auto& th : pool) th.join();
+    std::vector<std::uint64_t> all;
+    for (auto& v : ids) all.insert(all.end(), v.begin(), v.end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all.size(), static_cast<std::size_t>(threads * per_thread));
+    EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+    EXPECT_EQ(store.fence_read("counter")->value, std::to_string(threads * per_thread));
+    EXPECT_THROW((coord::postgres::store{coord::test::pg_fresh_schema(), {}, {.pool_size = 0}}), std::invalid_argument);
+    EXPECT_THROW((coord::postgres::store{coord::test::pg_fresh_schema(), {}, {.pool_size = 65}}), std::invalid_argument);
 }
 
 TEST(Postgres, UnreachableServerIsAClearError) {

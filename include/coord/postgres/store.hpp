@@ -25,8 +25,9 @@
 // "coord.postgres" category with the server's message in last_error(); when
 // the connection broke after a writing call was sent, the call may have
 // committed and the code is coord::errc::outcome_unknown. The next call
-// reconnects. Thread safety: one connection behind a mutex; calls from many
-// threads are serialised (open one store per thread for parallel calls).
+// reconnects. Thread safety: a pool of connections (options::pool_size); each
+// call holds one for its whole step, so threads call in parallel up to the
+// pool's size.
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -38,6 +39,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -129,6 +132,16 @@ inline std::optional<std::string> conninfo_error(const std::string& conninfo) {
     return why;
 }
 
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// Connections kept open at most (1 to 64). Each call takes one for its
+    /// whole step (a transaction stays on its connection); calls from more
+    /// threads than this wait for one to come back. Connections are opened
+    /// on first use and reopened on the next call after they break.
+    std::size_t pool_size = 4;
+};
+
 /// The clock policy that means "the server's clock": leases are judged on
 /// clock_timestamp() of the server. Tests may give a manual_clock instead,
 /// whose readings are sent with each call.
@@ -144,15 +157,16 @@ public:
     /// Connects and creates the schema. Throws std::invalid_argument when
     /// `conninfo` is malformed (conninfo_error), store_error naming the
     /// server when connecting or the schema fails.
-    explicit basic_store(std::string conninfo, Clock clock = Clock{})
-        : conninfo_(std::move(conninfo)), clock_(std::move(clock)) {
+    explicit basic_store(std::string conninfo, Clock clock = Clock{}, options opts = {})
+        : conninfo_(std::move(conninfo)), clock_(std::move(clock)), opts_(opts) {
         if (auto why = conninfo_error(conninfo_))
             throw std::invalid_argument("coord: PostgreSQL conninfo is malformed: " + *why);
-        std::lock_guard lk(mutex_);
-        // A constructor that throws runs no destructor: close the connection here.
-        auto refuse = [this](std::error_code ec, const std::string& what) {
-            if (conn_) PQfinish(conn_);
-            conn_ = nullptr;
+        if (opts_.pool_size < 1 || opts_.pool_size > 64)
+            throw std::invalid_argument("coord::postgres::options::pool_size must be 1 to 64");
+        leased lk(*this);
+        // A constructor that throws runs no destructor; the pool's members
+        // still close every connection (each closes itself).
+        auto refuse = [](std::error_code ec, const std::string& what) {
             throw store_error(ec, "coord: PostgreSQL" + what + ": " + last_error());
         };
         if (!connect()) refuse(make_error_code(errc::connection_failed), "");
@@ -165,7 +179,7 @@ public:
 
     /// The schema version the database is at (after the constructor: schema_version()).
     result<int> database_schema_version() {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT version FROM coord_schema WHERE id = 1", {}, false);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
@@ -173,9 +187,7 @@ public:
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
-    ~basic_store() {
-        if (conn_) PQfinish(conn_);
-    }
+    ~basic_store() = default;  // every connection is back in the pool and closes itself
 
     // fence_store -----------------------------------------------------------
 
@@ -197,7 +209,7 @@ public:
     /// refusal rolls back (one more round trip).
     template <class F>
     result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto fail = [&](std::error_code ec, fence_token highest = 0) {
             (void)exec("ROLLBACK", {}, false);
             return result<void, write_error>(unexpected(write_error{ec, highest}));
@@ -235,7 +247,7 @@ public:
     }
 
     result<fenced_value> fence_read(std::string_view key) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT highest, value, written FROM coord_fence WHERE key = $1", {param(key)}, false);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) == 0) return fenced_value{};
@@ -264,7 +276,7 @@ public:
         return {};
     }
     result<std::optional<lease>> lease_read(std::string_view name) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT * FROM coord_lease_read($1, $2)", {param(name), now_param()}, false);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) == 0) return std::optional<lease>{};
@@ -276,7 +288,7 @@ public:
     // time_reservation_store ---------------------------------------------------
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT * FROM coord_time_reserve($1, $2, $3)", {param(key), param(until_ms), param_u64(token)},
                       true);
         if (!r) return unexpected(write_error{r.error(), 0});
@@ -291,7 +303,7 @@ public:
     /// across processes and machines.
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec(
             "INSERT INTO coord_segment AS s (tag, next) VALUES ($1, 1 + $2::numeric) "
             "ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
@@ -305,7 +317,7 @@ public:
     // ledger_store / ledger_run_store -----------------------------------------
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         return claim_locked(q, true);
     }
     result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
@@ -324,7 +336,7 @@ public:
                              {param(key), param_u64(fence), param(reason)});
     }
     result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("UPDATE coord_ledger SET fence = fence + 1, state = 0, fail_reason = $2, lease_until_ns = 0 "
                       "WHERE key = $1 AND state = 1 RETURNING fence",
                       {param(key), param(reason)}, true);
@@ -333,7 +345,7 @@ public:
         return to_u64(r->text(0, 0));
     }
     result<std::optional<ledger_record>> ledger_read(std::string_view key) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT key, scheduled_ms, schedule_version, state, fence, attempt, holder, lease_until_ns, "
                       "started_ns, completed_ns, retain_until_ns, payload_hash, result, fail_reason "
                       "FROM coord_ledger WHERE key = $1",
@@ -361,7 +373,7 @@ public:
         return std::optional<ledger_record>{std::move(rec)};
     }
     result<std::size_t> ledger_prune() {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         // A saturated retention end (a slot after 2262) is never reached.
         auto r = exec("DELETE FROM coord_ledger WHERE state = 2 AND retain_until_ns <= coord_now_ns($1) "
                       "AND retain_until_ns < 9223372036854775807",
@@ -379,7 +391,7 @@ public:
     /// this store (its connection is in use): it uses effect_transaction().
     template <class F>
     result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto rollback = [&](std::error_code ec) {
             (void)exec("ROLLBACK", {}, false);
             return result<claim_outcome>(unexpected(ec));
@@ -446,7 +458,7 @@ public:
     // session_store ------------------------------------------------------------
 
     result<session_record> session_create(std::string_view hash, const session_request& req) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT * FROM coord_session_create($1, $2, $3, $4, $5, $6)",
                       {param(hash), param(req.user), bytes_param(req.data), param(req.idle_timeout_ms),
                        param(req.absolute_timeout_ms), now_ms_param()},
@@ -464,7 +476,7 @@ public:
         return rec;
     }
     result<session_record> session_load(std::string_view hash) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT * FROM coord_session_load($1, $2)", {param(hash), now_ms_param()}, true);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
@@ -488,13 +500,13 @@ public:
                                  {param(old_hash), param(new_hash), param_u64(version), now_ms_param()});
     }
     result<bool> session_revoke(std::string_view hash) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("DELETE FROM coord_session WHERE hash = $1", {param(hash)}, true);
         if (!r) return unexpected(r.error());
         return to_u64(PQcmdTuples(r->get())) > 0;
     }
     result<std::size_t> session_revoke_user(std::string_view user) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("DELETE FROM coord_session WHERE user_name = $1", {param(user)}, true);
         if (!r) return unexpected(r.error());
         return static_cast<std::size_t>(to_u64(PQcmdTuples(r->get())));
@@ -515,7 +527,7 @@ public:
     /// One SELECT reads both lists.
     result<bool> token_revoked(std::string_view jti, std::string_view sub, std::optional<std::int64_t> iat,
                                std::int64_t now_s) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT EXISTS (SELECT 1 FROM coord_denied_token WHERE $1 <> '' AND jti = $1 AND $4 <= until_s) "
                       "OR EXISTS (SELECT 1 FROM coord_subject_nbf WHERE $2 <> '' AND sub = $2 "
                       "AND ($3::bigint IS NULL OR $3::bigint < not_before_s))",
@@ -527,7 +539,7 @@ public:
     /// The server's clock now, in nanoseconds since the Unix epoch (for tests
     /// and diagnostics).
     result<std::int64_t> server_now_ns() {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec("SELECT coord_now_ns()", {}, false);
         if (!r) return unexpected(r.error());
         return to_i64(r->text(0, 0));
@@ -627,35 +639,35 @@ private:
     static std::int64_t to_i64(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
 
     bool connect() {
-        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
-        prepared_.clear();  // a new session has no prepared statements
-        if (conn_) {
-            PQreset(conn_);
+        if (cur().conn && PQstatus(cur().conn) == CONNECTION_OK) return true;
+        cur().prepared.clear();  // a new session has no prepared statements
+        if (cur().conn) {
+            PQreset(cur().conn);
         } else {
-            conn_ = PQconnectdb(conninfo_.c_str());
+            cur().conn = PQconnectdb(conninfo_.c_str());
             // A library writes nothing to the application's stderr: the
             // server's notices (CREATE ... IF NOT EXISTS on an existing
             // table) are dropped; errors come back as error codes.
-            if (conn_) PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+            if (cur().conn) PQsetNoticeProcessor(cur().conn, [](void*, const char*) {}, nullptr);
         }
-        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return true;
-        last_error() = conn_ ? PQerrorMessage(conn_) : "out of memory";
+        if (cur().conn && PQstatus(cur().conn) == CONNECTION_OK) return true;
+        last_error() = cur().conn ? PQerrorMessage(cur().conn) : "out of memory";
         return false;
     }
 
     // The name of `sql` prepared on this connection (prepared on first use):
     // every later call is one round trip without parsing or planning.
     result<std::string> prepared(const char* sql, int nparams) {
-        auto it = prepared_.find(sql);
-        if (it != prepared_.end()) return it->second;
-        std::string name = "coord_" + std::to_string(prepared_.size());
-        answer r(PQprepare(conn_, name.c_str(), sql, nparams, nullptr));
+        auto it = cur().prepared.find(sql);
+        if (it != cur().prepared.end()) return it->second;
+        std::string name = "coord_" + std::to_string(cur().prepared.size());
+        answer r(PQprepare(cur().conn, name.c_str(), sql, nparams, nullptr));
         if (!r.get() || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-            last_error() = PQerrorMessage(conn_);
-            return unexpected(make_error_code(PQstatus(conn_) == CONNECTION_OK ? errc::statement_failed
+            last_error() = PQerrorMessage(cur().conn);
+            return unexpected(make_error_code(PQstatus(cur().conn) == CONNECTION_OK ? errc::statement_failed
                                                                                : errc::connection_failed));
         }
-        prepared_.emplace(sql, name);
+        cur().prepared.emplace(sql, name);
         return name;
     }
 
@@ -673,21 +685,21 @@ private:
         }
         PGresult* raw = nullptr;
         if (params.empty()) {
-            raw = PQexec(conn_, sql);
+            raw = PQexec(cur().conn, sql);
         } else if (prepare) {
             auto name = prepared(sql, static_cast<int>(params.size()));
             if (!name) return unexpected(name.error());
-            raw = PQexecPrepared(conn_, name->c_str(), static_cast<int>(params.size()), values.data(), lengths.data(),
+            raw = PQexecPrepared(cur().conn, name->c_str(), static_cast<int>(params.size()), values.data(), lengths.data(),
                                  formats.data(), 0);
         } else {
-            raw = PQexecParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
+            raw = PQexecParams(cur().conn, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
                                formats.data(), 0);
         }
         answer r(raw);
         const auto status = r.get() ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return r;
-        last_error() = PQerrorMessage(conn_);
-        if (PQstatus(conn_) != CONNECTION_OK)
+        last_error() = PQerrorMessage(cur().conn);
+        if (PQstatus(cur().conn) != CONNECTION_OK)
             return unexpected(writes ? coord::make_error_code(coord::errc::outcome_unknown)
                                      : make_error_code(errc::connection_failed));
         const char* state = r.get() ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
@@ -702,7 +714,7 @@ private:
     // the decision is final).
     result<void, write_error> fence_call(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                          std::string_view value) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         const std::vector<param_value> ps{param(key), param_u64(token),
                                           seq ? param_u64(*seq) : param_value{std::nullopt, false}, bytes_param(value)};
         // The common case, an existing key whose rule passes, is one plain
@@ -742,7 +754,7 @@ private:
     // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.
     result<lease, lease_error> lease_call(const char* sql, std::string_view name, std::vector<param_value> params,
                                           coord::errc refused) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec(sql, params, true);
         if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
         if (PQntuples(r->get()) != 1) return unexpected(lease_error{make_error_code(errc::bad_answer), {}, 0, {}});
@@ -762,7 +774,7 @@ private:
     }
 
     result<std::uint64_t> session_versioned(const char* sql, std::vector<param_value> params) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec(sql, params, true);
         if (!r) return unexpected(r.error());
         if (PQntuples(r->get()) != 1) return unexpected(make_error_code(errc::bad_answer));
@@ -771,7 +783,7 @@ private:
     }
 
     result<void> plain_write(const char* sql, std::vector<param_value> params) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec(sql, params, true);
         if (!r) return unexpected(r.error());
         return {};
@@ -815,11 +827,11 @@ private:
             names.push_back(*name);
         }
         auto broken = [&] {
-            last_error() = PQerrorMessage(conn_);
+            last_error() = PQerrorMessage(cur().conn);
             return result<std::vector<answer>>(unexpected(
                 writes ? coord::make_error_code(coord::errc::outcome_unknown) : make_error_code(errc::connection_failed)));
         };
-        if (PQenterPipelineMode(conn_) != 1) return broken();
+        if (PQenterPipelineMode(cur().conn) != 1) return broken();
         bool sent = true;
         for (std::size_t i = 0; i < steps.size() && sent; ++i) {
             const auto& st = steps[i];
@@ -831,18 +843,18 @@ private:
                 formats.push_back(p.binary ? 1 : 0);
             }
             sent = st.params.empty()
-                       ? PQsendQueryParams(conn_, st.sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1
-                       : PQsendQueryPrepared(conn_, names[i].c_str(), static_cast<int>(st.params.size()), values.data(),
+                       ? PQsendQueryParams(cur().conn, st.sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1
+                       : PQsendQueryPrepared(cur().conn, names[i].c_str(), static_cast<int>(st.params.size()), values.data(),
                                              lengths.data(), formats.data(), 0) == 1;
         }
-        if (!sent || PQpipelineSync(conn_) != 1) {
-            PQexitPipelineMode(conn_);
+        if (!sent || PQpipelineSync(cur().conn) != 1) {
+            PQexitPipelineMode(cur().conn);
             return broken();
         }
         std::vector<answer> out;
         std::error_code first;
         for (std::size_t i = 0; i < steps.size(); ++i) {
-            answer r(PQgetResult(conn_));
+            answer r(PQgetResult(cur().conn));
             if (!r.get()) return broken();
             const auto status = PQresultStatus(r.get());
             if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !first) {
@@ -851,12 +863,12 @@ private:
                 first = make_error_code(state && std::string_view(state) == "57014" ? errc::timeout
                                                                                     : errc::statement_failed);
             }
-            while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the NULL that ends this step
+            while (PGresult* extra = PQgetResult(cur().conn)) PQclear(extra);  // the NULL that ends this step
             out.push_back(std::move(r));
         }
-        answer sync(PQgetResult(conn_));
+        answer sync(PQgetResult(cur().conn));
         if (!sync.get() || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) return broken();
-        PQexitPipelineMode(conn_);
+        PQexitPipelineMode(cur().conn);
         if (first) return unexpected(first);
         return out;
     }
@@ -880,7 +892,7 @@ private:
     }
 
     result<void> ledger_update(const char* sql, std::vector<param_value> params) {
-        std::lock_guard lk(mutex_);
+        leased lk(*this);
         auto r = exec(sql, params, true);
         if (!r) return unexpected(r.error());
         if (to_u64(PQcmdTuples(r->get())) == 0) return unexpected(coord::make_error_code(coord::errc::stale_fence));
@@ -909,11 +921,67 @@ private:
         basic_store* previous;
     };
 
+    // The pool. A call leases one connection for its whole step; the lease
+    // is this thread's current connection of this store while it lasts (a
+    // thread-local chain, so that an effect run inside a ledger transaction
+    // uses the transaction's connection, and a store used inside another
+    // store's call finds its own).
+    struct pooled {
+        PGconn* conn = nullptr;
+        std::unordered_map<std::string, std::string> prepared;  // SQL text -> statement name, this connection
+        pooled() = default;
+        pooled(const pooled&) = delete;
+        pooled& operator=(const pooled&) = delete;
+        ~pooled() {
+            if (conn) PQfinish(conn);
+        }
+    };
+    class leased {
+    public:
+        explicit leased(basic_store& s) : store_(s), previous_(head()) {
+            std::unique_lock lk(s.pool_mutex_);
+            s.pool_cv_.wait(lk, [&] { return !s.idle_.empty() || s.created_ < s.opts_.pool_size; });
+            if (!s.idle_.empty()) {
+                c_ = std::move(s.idle_.back());
+                s.idle_.pop_back();
+            } else {
+                c_ = std::make_unique<pooled>();
+                ++s.created_;
+            }
+            head() = this;
+        }
+        leased(const leased&) = delete;
+        leased& operator=(const leased&) = delete;
+        ~leased() {
+            head() = previous_;
+            {
+                std::lock_guard lk(store_.pool_mutex_);
+                store_.idle_.push_back(std::move(c_));
+            }
+            store_.pool_cv_.notify_one();
+        }
+        static leased*& head() {
+            thread_local leased* h = nullptr;
+            return h;
+        }
+        basic_store& store_;
+        leased* previous_;
+        std::unique_ptr<pooled> c_;
+    };
+    // This thread's leased connection of this store (a call holds one).
+    pooled& cur() {
+        for (leased* l = leased::head(); l; l = l->previous_)
+            if (&l->store_ == this) return *l->c_;
+        std::abort();  // a member that talks to the server was called outside a lease: a bug in this file
+    }
+
     std::string conninfo_;
     Clock clock_;
-    std::mutex mutex_;
-    PGconn* conn_ = nullptr;
-    std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name, this connection
+    options opts_;
+    std::mutex pool_mutex_;
+    std::condition_variable pool_cv_;
+    std::vector<std::unique_ptr<pooled>> idle_;
+    std::size_t created_ = 0;
 };
 
 /// The everyday PostgreSQL store: leases judged on the server's clock.
