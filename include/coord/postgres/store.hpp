@@ -60,6 +60,7 @@
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
 #include "coord/session.hpp"
+#include "coord/detail/engine_outcome.hpp"
 #include "coord/postgres/schema.hpp"
 
 namespace coord::postgres {
@@ -699,12 +700,14 @@ private:
         const auto status = r.get() ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return r;
         last_error() = PQerrorMessage(cur().conn);
+        using coord::detail::call_fate;
         if (PQstatus(cur().conn) != CONNECTION_OK)
-            return unexpected(writes ? coord::make_error_code(coord::errc::outcome_unknown)
-                                     : make_error_code(errc::connection_failed));
+            return unexpected(coord::detail::engine_failure(call_fate::lost_after_send, writes,
+                                                            make_error_code(errc::connection_failed)));
         const char* state = r.get() ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
-        if (state && std::string_view(state) == "57014") return unexpected(make_error_code(errc::timeout));
-        return unexpected(make_error_code(errc::statement_failed));
+        const bool cancelled = state && std::string_view(state) == "57014";
+        return unexpected(coord::detail::engine_failure(call_fate::failed_on_server, writes,
+                                                        make_error_code(cancelled ? errc::timeout : errc::statement_failed)));
     }
 
     // Each statement below is atomic on its own and applies the whole rule
@@ -828,8 +831,8 @@ private:
         }
         auto broken = [&] {
             last_error() = PQerrorMessage(cur().conn);
-            return result<std::vector<answer>>(unexpected(
-                writes ? coord::make_error_code(coord::errc::outcome_unknown) : make_error_code(errc::connection_failed)));
+            return result<std::vector<answer>>(unexpected(coord::detail::engine_failure(
+                coord::detail::call_fate::lost_after_send, writes, make_error_code(errc::connection_failed))));
         };
         if (PQenterPipelineMode(cur().conn) != 1) return broken();
         bool sent = true;

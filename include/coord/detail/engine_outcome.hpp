@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/detail/engine_outcome.hpp: the one place that decides what an engine
+// reports when a call to its server did not succeed, for every engine.
+#pragma once
+
+#include <system_error>
+
+#include "coord/error.hpp"
+
+namespace coord::detail {
+
+/// How far a failed call got.
+enum class call_fate {
+    not_sent,          ///< nothing reached the server (no connection, the send failed)
+    lost_after_send,   ///< the request was sent and the connection broke before the answer
+    failed_on_server,  ///< the server answered with an error: the statement failed or was cancelled, and rolled back
+};
+
+/// The error a failed call returns. Only a writing call whose connection
+/// broke after it was sent may have applied: errc::outcome_unknown
+/// (condition::outcome_unknown). Every other failure certainly did not apply
+/// and keeps the engine's own code (condition::unavailable), which names
+/// what went wrong.
+inline std::error_code engine_failure(call_fate fate, bool writes, std::error_code engine_code) noexcept {
+    if (fate == call_fate::lost_after_send && writes) return make_error_code(errc::outcome_unknown);
+    return engine_code;
+}
+
+}  // namespace coord::detail
