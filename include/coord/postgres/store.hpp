@@ -640,35 +640,41 @@ private:
     static std::int64_t to_i64(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
 
     bool connect() {
-        if (cur().conn && PQstatus(cur().conn) == CONNECTION_OK) return true;
-        cur().prepared.clear();  // a new session has no prepared statements
-        if (cur().conn) {
-            PQreset(cur().conn);
+        pooled& c = cur();
+        PGconn*& conn = c.conn;
+        auto& prepared_names = c.prepared;
+        if (conn && PQstatus(conn) == CONNECTION_OK) return true;
+        prepared_names.clear();  // a new session has no prepared statements
+        if (conn) {
+            PQreset(conn);
         } else {
-            cur().conn = PQconnectdb(conninfo_.c_str());
+            conn = PQconnectdb(conninfo_.c_str());
             // A library writes nothing to the application's stderr: the
             // server's notices (CREATE ... IF NOT EXISTS on an existing
             // table) are dropped; errors come back as error codes.
-            if (cur().conn) PQsetNoticeProcessor(cur().conn, [](void*, const char*) {}, nullptr);
+            if (conn) PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
         }
-        if (cur().conn && PQstatus(cur().conn) == CONNECTION_OK) return true;
-        last_error() = cur().conn ? PQerrorMessage(cur().conn) : "out of memory";
+        if (conn && PQstatus(conn) == CONNECTION_OK) return true;
+        last_error() = conn ? PQerrorMessage(conn) : "out of memory";
         return false;
     }
 
     // The name of `sql` prepared on this connection (prepared on first use):
     // every later call is one round trip without parsing or planning.
     result<std::string> prepared(const char* sql, int nparams) {
-        auto it = cur().prepared.find(sql);
-        if (it != cur().prepared.end()) return it->second;
-        std::string name = "coord_" + std::to_string(cur().prepared.size());
-        answer r(PQprepare(cur().conn, name.c_str(), sql, nparams, nullptr));
+        pooled& c = cur();
+        PGconn*& conn = c.conn;
+        auto& prepared_names = c.prepared;
+        auto it = prepared_names.find(sql);
+        if (it != prepared_names.end()) return it->second;
+        std::string name = "coord_" + std::to_string(prepared_names.size());
+        answer r(PQprepare(conn, name.c_str(), sql, nparams, nullptr));
         if (!r.get() || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-            last_error() = PQerrorMessage(cur().conn);
-            return unexpected(make_error_code(PQstatus(cur().conn) == CONNECTION_OK ? errc::statement_failed
+            last_error() = PQerrorMessage(conn);
+            return unexpected(make_error_code(PQstatus(conn) == CONNECTION_OK ? errc::statement_failed
                                                                                : errc::connection_failed));
         }
-        cur().prepared.emplace(sql, name);
+        prepared_names.emplace(sql, name);
         return name;
     }
 
@@ -676,6 +682,7 @@ private:
     // outcome is unknown rather than failed. Statements with parameters are
     // prepared once per connection unless `prepare` is false.
     result<answer> exec(const char* sql, const std::vector<param_value>& params, bool writes, bool prepare = true) {
+        PGconn*& conn = cur().conn;  // connect() may open it
         if (!connect()) return unexpected(make_error_code(errc::connection_failed));
         std::vector<const char*> values;
         std::vector<int> lengths, formats;
@@ -686,22 +693,22 @@ private:
         }
         PGresult* raw = nullptr;
         if (params.empty()) {
-            raw = PQexec(cur().conn, sql);
+            raw = PQexec(conn, sql);
         } else if (prepare) {
             auto name = prepared(sql, static_cast<int>(params.size()));
             if (!name) return unexpected(name.error());
-            raw = PQexecPrepared(cur().conn, name->c_str(), static_cast<int>(params.size()), values.data(), lengths.data(),
+            raw = PQexecPrepared(conn, name->c_str(), static_cast<int>(params.size()), values.data(), lengths.data(),
                                  formats.data(), 0);
         } else {
-            raw = PQexecParams(cur().conn, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
+            raw = PQexecParams(conn, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
                                formats.data(), 0);
         }
         answer r(raw);
         const auto status = r.get() ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return r;
-        last_error() = PQerrorMessage(cur().conn);
+        last_error() = PQerrorMessage(conn);
         using coord::detail::call_fate;
-        if (PQstatus(cur().conn) != CONNECTION_OK)
+        if (PQstatus(conn) != CONNECTION_OK)
             return unexpected(coord::detail::engine_failure(call_fate::lost_after_send, writes,
                                                             make_error_code(errc::connection_failed)));
         const char* state = r.get() ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
@@ -818,6 +825,7 @@ private:
     // for the lot (libpq pipeline mode). The first failure is reported; a
     // broken connection in a writing pipeline is outcome_unknown.
     result<std::vector<answer>> pipeline(const std::vector<step>& steps, bool writes) {
+        PGconn*& conn = cur().conn;  // connect() may open it
         if (!connect()) return unexpected(make_error_code(errc::connection_failed));
         std::vector<std::string> names;
         for (const auto& st : steps) {
@@ -830,11 +838,11 @@ private:
             names.push_back(*name);
         }
         auto broken = [&] {
-            last_error() = PQerrorMessage(cur().conn);
+            last_error() = PQerrorMessage(conn);
             return result<std::vector<answer>>(unexpected(coord::detail::engine_failure(
                 coord::detail::call_fate::lost_after_send, writes, make_error_code(errc::connection_failed))));
         };
-        if (PQenterPipelineMode(cur().conn) != 1) return broken();
+        if (PQenterPipelineMode(conn) != 1) return broken();
         bool sent = true;
         for (std::size_t i = 0; i < steps.size() && sent; ++i) {
             const auto& st = steps[i];
@@ -846,18 +854,18 @@ private:
                 formats.push_back(p.binary ? 1 : 0);
             }
             sent = st.params.empty()
-                       ? PQsendQueryParams(cur().conn, st.sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1
-                       : PQsendQueryPrepared(cur().conn, names[i].c_str(), static_cast<int>(st.params.size()), values.data(),
+                       ? PQsendQueryParams(conn, st.sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1
+                       : PQsendQueryPrepared(conn, names[i].c_str(), static_cast<int>(st.params.size()), values.data(),
                                              lengths.data(), formats.data(), 0) == 1;
         }
-        if (!sent || PQpipelineSync(cur().conn) != 1) {
-            PQexitPipelineMode(cur().conn);
+        if (!sent || PQpipelineSync(conn) != 1) {
+            PQexitPipelineMode(conn);
             return broken();
         }
         std::vector<answer> out;
         std::error_code first;
         for (std::size_t i = 0; i < steps.size(); ++i) {
-            answer r(PQgetResult(cur().conn));
+            answer r(PQgetResult(conn));
             if (!r.get()) return broken();
             const auto status = PQresultStatus(r.get());
             if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !first) {
@@ -866,12 +874,12 @@ private:
                 first = make_error_code(state && std::string_view(state) == "57014" ? errc::timeout
                                                                                     : errc::statement_failed);
             }
-            while (PGresult* extra = PQgetResult(cur().conn)) PQclear(extra);  // the NULL that ends this step
+            while (PGresult* extra = PQgetResult(conn)) PQclear(extra);  // the NULL that ends this step
             out.push_back(std::move(r));
         }
-        answer sync(PQgetResult(cur().conn));
+        answer sync(PQgetResult(conn));
         if (!sync.get() || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) return broken();
-        PQexitPipelineMode(cur().conn);
+        PQexitPipelineMode(conn);
         if (first) return unexpected(first);
         return out;
     }
