@@ -437,7 +437,7 @@ public:
     /// last write any process recorded), not a regular file (a directory,
     /// FIFO, device, socket), hard-linked elsewhere, or cannot be read or locked.
     explicit basic_file_store(std::filesystem::path path, Clock clock = Clock{}, file_store_options options = {})
-        : given_(std::move(path)), path_(detail::resolve_state_path(given_)), lock_path_(path_.string() + ".lock"),
+        : path_(detail::resolve_state_path(path)), lock_path_(path_.string() + ".lock"),
           tmp_path_(path_.string() + ".tmp"), dir_(path_.parent_path()), clock_(std::move(clock)),
           options_(options) {
         std::lock_guard lk(mutex_);
@@ -780,7 +780,6 @@ private:
         return {};
     }
 
-    std::filesystem::path given_;
     std::filesystem::path path_;
     std::string lock_path_;
     std::string tmp_path_;

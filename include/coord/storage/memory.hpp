@@ -47,7 +47,9 @@
 
 /// Defined by every store and engine header (tests check that a primitive
 /// header pulls in none).
+#ifndef COORD_STORE_HEADER_INCLUDED
 #define COORD_STORE_HEADER_INCLUDED 1
+#endif
 
 namespace coord {
 
