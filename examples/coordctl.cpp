@@ -174,15 +174,15 @@ int exit_for(std::error_code ec) {
     return exit_infra;
 }
 
-int infra(const coord::file_store& s, std::error_code ec) {
+int infra(const coord::file_store& s, const coord::error& ec) {
     std::fprintf(stderr, "error: %s: %s%s\n", s.path().c_str(), ec.message().c_str(),
                  ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
     return exit_for(ec);
 }
 
 #if defined(COORD_HAS_POSTGRES)
-int infra(const coord::postgres::store&, std::error_code ec) {
-    std::fprintf(stderr, "error: postgres: %s: %s%s\n", ec.message().c_str(), coord::postgres::last_error().c_str(),
+int infra(const coord::postgres::store&, const coord::error& ec) {
+    std::fprintf(stderr, "error: postgres: %s%s\n", ec.message().c_str(),
                  ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
     return exit_for(ec);
 }
@@ -570,7 +570,7 @@ int session_command(std::string_view verb, const std::vector<std::string_view>& 
             throw usage_error("this store keeps no sessions (use postgres:CONNINFO)");
         } else {
             coord::basic_session_manager<Store> sessions{store, opt};
-            auto refusal = [&](std::error_code ec) {
+            auto refusal = [&](const coord::error& ec) {
                 if (ec == coord::errc::session_not_found) return std::puts("not found"), exit_refused;
                 if (ec == coord::errc::session_expired) return std::puts("expired"), exit_refused;
                 return infra(store, ec);

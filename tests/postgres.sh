@@ -10,6 +10,8 @@
 #   tests/postgres.sh stop DIR           # clean shutdown, removes DIR
 #   tests/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
 #   tests/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
+#   tests/postgres.sh pause DIR          # SIGSTOP the server and every backend (a long pause, a frozen VM)
+#   tests/postgres.sh resume DIR         # SIGCONT them
 #
 # Gotchas handled here: initdb and postgres refuse to run as root (they run as
 # the postgres user then); the socket directory must be one the server user
@@ -83,11 +85,23 @@ case "$cmd" in
     server_stop
     server_start
     ;;
+  pause|resume)
+    # The postmaster first on pause (no new backends), last on resume.
+    [ -f "$dir/data/postmaster.pid" ] || { log "no server in $dir"; exit 1; }
+    pm="$(head -n 1 "$dir/data/postmaster.pid")"
+    if [ "$cmd" = pause ]; then
+      kill -STOP "$pm"
+      pkill -STOP -P "$pm" || true
+    else
+      pkill -CONT -P "$pm" || true
+      kill -CONT "$pm"
+    fi
+    ;;
   conninfo)
     echo "host=127.0.0.1 port=$port user=$(pg_user) dbname=coord connect_timeout=5"
     ;;
   *)
-    echo "usage: $0 start|stop|restart|conninfo DIR [PORT]" >&2
+    echo "usage: $0 start|stop|restart|pause|resume|conninfo DIR [PORT]" >&2
     exit 2
     ;;
 esac

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <string>
+#include <memory>
+#include <ostream>
 #include <system_error>
 
 namespace coord {
@@ -116,6 +118,9 @@ enum class errc {
     /// A state is over the file format's limits (one string over 256 MiB,
     /// or the whole state over 1 GiB); nothing was written.
     state_too_large,
+    /// A store's lock was not free within its lock timeout (another process
+    /// holds it: paused, or stuck); nothing was done. Retrying later may succeed.
+    lock_timeout,
 };
 
 /// What kind of outcome an error code is, whatever its category: callers
@@ -156,7 +161,8 @@ namespace detail {
 constexpr condition condition_of(errc e) noexcept {
     switch (e) {
     case errc::outcome_unknown: return condition::outcome_unknown;
-    case errc::allocator_unavailable: return condition::unavailable;
+    case errc::allocator_unavailable:
+    case errc::lock_timeout: return condition::unavailable;
     case errc::state_truncated:
     case errc::state_corrupt:
     case errc::state_unsupported:
@@ -227,6 +233,7 @@ public:
         case errc::state_not_regular: return "state path is not a regular file";
         case errc::state_hard_linked: return "state file has other hard links (cannot be shared safely)";
         case errc::state_too_large: return "state over the file format's limits (a string over 256 MiB or a state over 1 GiB)";
+        case errc::lock_timeout: return "the store's lock was not free within the lock timeout";
         }
         return "unknown coord error";
     }
@@ -294,6 +301,69 @@ inline const std::error_category& condition_category() noexcept {
 inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), detail::is_token_errc(e) ? token_category() : coord_category()};
 }
+
+/// An error as results carry it: a std::error_code (what kind of failure, to
+/// compare and decide on) and, when an engine said more, the engine's own
+/// words (the server's message, the connection's reason) carried in the
+/// value itself, so that they travel with the error across threads and
+/// calls. Converts to and from std::error_code; compares like one.
+///
+///   if (!r) log(r.error().message());          // "PostgreSQL statement failed: ERROR: ..."
+///   if (r.error() == coord::condition::unavailable) retry_later();
+class error {
+public:
+    error() noexcept = default;
+    /// The code alone (implicit: every std::error_code is an error).
+    error(std::error_code code) noexcept : code_(code) {}  // NOLINT(google-explicit-constructor)
+    /// A code of an error code enumeration (coord::errc, postgres::errc, ...).
+    template <class E>
+        requires std::is_error_code_enum_v<E>
+    error(E e) noexcept : code_(make_error_code(e)) {}  // NOLINT(google-explicit-constructor)
+    /// The code and the engine's own words (empty words: none).
+    error(std::error_code code, std::string detail)
+        : code_(code), detail_(detail.empty() ? nullptr : std::make_shared<const std::string>(std::move(detail))) {}
+
+    /// The code (implicit, so that an error passes where a std::error_code is expected).
+    operator const std::error_code&() const noexcept { return code_; }  // NOLINT(google-explicit-constructor)
+    const std::error_code& code() const noexcept { return code_; }
+    int value() const noexcept { return code_.value(); }
+    const std::error_category& category() const noexcept { return code_.category(); }
+    std::error_condition default_error_condition() const noexcept { return code_.default_error_condition(); }
+    explicit operator bool() const noexcept { return static_cast<bool>(code_); }
+
+    /// What the engine said (the server's message), or empty.
+    const std::string& detail() const noexcept {
+        static const std::string none;
+        return detail_ ? *detail_ : none;
+    }
+    /// The code's message, then the engine's words when there are any.
+    std::string message() const {
+        std::string m = code_.message();
+        if (detail_) m += ": " + *detail_;
+        return m;
+    }
+
+    friend bool operator==(const error& a, const error& b) noexcept { return a.code_ == b.code_; }
+    friend bool operator==(const error& a, const std::error_code& b) noexcept { return a.code_ == b; }
+    friend bool operator==(const error& a, const std::error_condition& b) noexcept { return a.code_ == b; }
+    template <class E>
+        requires std::is_error_code_enum_v<E>
+    friend bool operator==(const error& a, E e) noexcept {
+        return a.code_ == make_error_code(e);
+    }
+    template <class E>
+        requires std::is_error_condition_enum_v<E>
+    friend bool operator==(const error& a, E e) noexcept {
+        return a.code_ == make_error_condition(e);
+    }
+    friend std::ostream& operator<<(std::ostream& os, const error& e) {
+        return os << e.code_.category().name() << ':' << e.code_.value() << " (" << e.message() << ')';
+    }
+
+private:
+    std::error_code code_;
+    std::shared_ptr<const std::string> detail_;  // shared: copying an error never allocates
+};
 
 }  // namespace coord
 

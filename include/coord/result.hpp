@@ -5,7 +5,7 @@
 // went back) as values, never as exceptions. result<T, E> is shaped like
 // C++23's std::expected (has_value, value, error, explicit bool, *, ->,
 // unexpected) so that moving to std::expected later is a rename. E defaults to
-// std::error_code.
+// coord::error (a std::error_code and, from an engine, its own words).
 //
 //   coord::result<int> parse(std::string_view s);
 //   if (auto r = parse("42")) use(*r); else log(r.error().message());
@@ -45,7 +45,7 @@ public:
 };
 
 /// A T, or an E saying why there is no T. Thread safety: like any value type.
-template <class T, class E = std::error_code>
+template <class T, class E = error>
 class [[nodiscard]] result {
 public:
     using value_type = T;

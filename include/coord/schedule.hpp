@@ -58,7 +58,7 @@ namespace coord {
 /// Why a schedule was refused: errc::invalid_text (bad cron expression or
 /// unknown zone) and a message that names the field.
 struct schedule_error {
-    std::error_code code;
+    error code;
     std::string message;
     friend bool operator==(const schedule_error& e, errc c) noexcept { return e.code == c; }
 };

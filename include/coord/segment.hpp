@@ -92,7 +92,7 @@ struct segment_stats {
     std::uint64_t step = 0;            ///< the size the next request will ask for
     std::uint64_t allocations = 0;     ///< successful allocator calls
     std::uint64_t failures = 0;        ///< failed allocator calls
-    std::error_code last_error;        ///< the last allocator failure
+    error last_error;        ///< the last allocator failure
 };
 
 namespace detail {
@@ -120,7 +120,7 @@ struct segment_tag_state {
     std::uint64_t step = 0;
     std::int64_t range_started_ns = 0;  // when the current range started serving
     std::uint64_t allocations = 0, failures = 0;
-    std::error_code last_error;
+    error last_error;
 };
 
 }  // namespace detail
@@ -259,8 +259,8 @@ private:
             // may already be in flight again by the time this thread runs.
             s.first_fetched.wait(lk, [&] { return s.end.load(std::memory_order_relaxed) != 0 || !s.fetching; });
             if (s.end.load(std::memory_order_relaxed) != 0) return {};
-            return unexpected(s.last_error == errc::range_exhausted ? s.last_error
-                                                                    : make_error_code(errc::allocator_unavailable));
+            if (s.last_error == errc::range_exhausted) return unexpected(s.last_error);
+            return unexpected(error(make_error_code(errc::allocator_unavailable), s.last_error.message()));
         }
         if (s.step == 0) s.step = opt_.initial_step;
         s.fetching = true;
@@ -273,8 +273,8 @@ private:
         if (!r) {
             ++s.failures;
             s.last_error = r.error();
-            return unexpected(r.error() == errc::range_exhausted ? r.error()
-                                                                 : make_error_code(errc::allocator_unavailable));
+            if (r.error() == errc::range_exhausted) return unexpected(r.error());
+            return unexpected(error(make_error_code(errc::allocator_unavailable), r.error().message()));
         }
         ++s.allocations;
         if (s.end.load(std::memory_order_relaxed) == 0) install(s, *r);

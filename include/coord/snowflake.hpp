@@ -710,7 +710,7 @@ private:
     std::int64_t deadline_ns_ = never;
     std::int64_t renew_at_ns_ = never;
     std::int64_t retry_at_ns_ = std::numeric_limits<std::int64_t>::min();  // no store call before this
-    std::error_code last_lease_error_;
+    error last_lease_error_;
 };
 
 }  // namespace coord

@@ -37,7 +37,7 @@ void restart_server() { ASSERT_EQ(std::system(COORD_PG_RESTART_COMMAND), 0) << C
 void wait_for_server_time(coord::postgres::store& store, std::int64_t t) {
     for (;;) {
         auto now = store.server_now_ns();
-        ASSERT_TRUE(now) << coord::postgres::last_error();
+        ASSERT_TRUE(now) << now.error().message();
         if (*now > t) return;
         std::this_thread::sleep_for(10ms);
     }
@@ -104,7 +104,7 @@ TEST(PostgresProcess, PausedHolderIsFencedOutByTheDatabase) {
         EXPECT_EQ(v.error(), coord::postgres::errc::connection_failed);
         v = res.read("config");
     }
-    ASSERT_TRUE(v) << coord::postgres::last_error();
+    ASSERT_TRUE(v) << v.error().message();
     EXPECT_EQ(v->value, "B's value");
     EXPECT_EQ(v->fence, b->token);
 }

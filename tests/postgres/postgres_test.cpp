@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 TEST(Postgres, LeaseExpiryIsOnTheServerClock) {
     coord::postgres::store store{coord::test::pg_fresh_schema()};
     const auto before = store.server_now_ns();
-    ASSERT_TRUE(before) << coord::postgres::last_error();
+    ASSERT_TRUE(before) << before.error().message();
     auto l = store.lease_acquire("db-primary", "A", 1h);
     ASSERT_TRUE(l) << l.error().code.message();
     const auto after = store.server_now_ns();
@@ -76,12 +76,12 @@ TEST(PostgresSchema, UpgradesADatabaseOfTheSchemaOf20261201WithoutLosingData) {
                                                                    .replay_window = std::chrono::hours(24 * 365 * 50),
                                                                    .retention = std::chrono::hours(24 * 365 * 50)}};
     auto replay = ledger.claim(*coord::slot::parse("billing@2026-10-13T09:00Z"), "w2");
-    ASSERT_TRUE(replay) << coord::postgres::last_error();
+    ASSERT_TRUE(replay) << replay.error().message();
     EXPECT_EQ(replay->kind, coord::claim_outcome::replayed);
     EXPECT_EQ(replay->result, "done once");
     coord::basic_session_manager<coord::postgres::store> sessions{store};
     auto s = sessions.create("alice");
-    ASSERT_TRUE(s) << coord::postgres::last_error();
+    ASSERT_TRUE(s) << s.error().message();
     EXPECT_TRUE(sessions.load(s->id));
     // A second store finds the schema current and changes nothing.
     coord::postgres::store again{conninfo};
@@ -188,7 +188,7 @@ TEST(Postgres, ServerRestartGivesErrorsThenRecoversWithNothingLost) {
     }
     // ... and the next call reconnects. The fence held: nothing went back.
     auto again = res.write("k", 7, "after");
-    ASSERT_TRUE(again) << again.error().code.message() << ": " << coord::postgres::last_error();
+    ASSERT_TRUE(again) << again.error().code.message();
     EXPECT_EQ(res.write("k", 4, "stale").error(), coord::errc::stale_fence);
     auto v = res.read("k");
     ASSERT_TRUE(v);
@@ -211,7 +211,7 @@ TEST(Postgres, LedgerEffectCommitsWithTheMarkerAndRollsBackWhenItThrows) {
     const coord::slot s("billing", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
     auto insert = [](const coord::ledger_context& ctx) {
         auto r = coord::postgres::store::effect_exec("INSERT INTO effects VALUES ($1)", {ctx.which.to_string()});
-        if (!r) throw std::runtime_error("insert failed: " + coord::postgres::last_error());
+        if (!r) throw std::runtime_error("insert failed: " + r.error().message());
     };
     EXPECT_THROW((void)ledger.run(s, "w1", "", [&](const coord::ledger_context& ctx) -> std::string {
                      insert(ctx);
@@ -259,14 +259,14 @@ TEST(Postgres, StatementTimeoutIsAClearErrorAndTheRunFailsCleanly) {
                      auto r = coord::postgres::store::effect_exec("SELECT pg_sleep(5)");
                      if (r) return "slept";
                      seen = r.error();
-                     message = coord::postgres::last_error();
+                     message = r.error().message();
                      throw std::runtime_error("effect timed out");
                  }),
                  std::runtime_error);
     EXPECT_EQ(seen, coord::postgres::errc::timeout);
     EXPECT_NE(message.find("statement timeout"), std::string::npos) << message;
     auto rec = store.ledger_read(s.to_string());
-    ASSERT_TRUE(rec && *rec) << coord::postgres::last_error();
+    ASSERT_TRUE(rec && *rec) << (rec ? std::string("no record") : rec.error().message());
     EXPECT_EQ((*rec)->state, coord::ledger_record::state_t::idle);
     EXPECT_EQ((*rec)->fail_reason, "effect timed out");
 }

@@ -21,9 +21,11 @@ enum class call_fate {
 /// (condition::outcome_unknown). Every other failure certainly did not apply
 /// and keeps the engine's own code (condition::unavailable), which names
 /// what went wrong.
-inline std::error_code engine_failure(call_fate fate, bool writes, std::error_code engine_code) noexcept {
-    if (fate == call_fate::lost_after_send && writes) return make_error_code(errc::outcome_unknown);
-    return engine_code;
+/// The engine's own words (the server's message) stay with the error either way.
+inline error engine_failure(call_fate fate, bool writes, error engine_error) {
+    if (fate == call_fate::lost_after_send && writes)
+        return error(make_error_code(errc::outcome_unknown), engine_error.message());
+    return engine_error;
 }
 
 }  // namespace coord::detail

@@ -45,3 +45,21 @@ constexpr bool valid_name_text(std::string_view s) noexcept {
 }
 
 }  // namespace coord::detail
+
+#include <string>
+
+namespace coord::detail {
+
+/// `s` when it is valid name text; otherwise a copy with every NUL byte and
+/// every byte of an ill-formed sequence (all bytes from 0x80) replaced by
+/// '?'. For free text a store must keep as text (a failure reason from an
+/// exception's what()), so that a stray byte cannot make the write fail.
+inline std::string text_or_replaced(std::string_view s) {
+    if (valid_name_text(s)) return std::string(s);
+    std::string out(s);
+    for (auto& c : out)
+        if (c == '\0' || static_cast<unsigned char>(c) >= 0x80) c = '?';
+    return out;
+}
+
+}  // namespace coord::detail

@@ -9,9 +9,16 @@
 // rules it does not know. A database made before versions were recorded
 // (tables coord_*, no coord_schema) is at version 1. Never edit a migration
 // that has shipped: add the next one.
+//
+// Round trips when the store opens: 4 (lock, table, version, unlock) when the
+// database is current; 3 more per migration applied (BEGIN, the migration and
+// its version, COMMIT).
 #pragma once
 
 #include <span>
+#include <string>
+
+#include "coord/postgres/connection.hpp"
 
 namespace coord::postgres {
 
@@ -312,5 +319,53 @@ END $$;
 
 /// The schema version this library writes with.
 inline int schema_version() { return migrations().back().version; }
+
+/// Brings the database to schema_version() on `c`'s connection: under an
+/// advisory lock (so that processes may start together), each migration
+/// above the recorded version in a transaction of its own with the new
+/// version; refuses a newer database (errc::schema_too_new). The error's
+/// detail names the migration that failed and the server's words.
+inline result<void> migrate(pool::call& c) {
+    using namespace detail;
+    if (auto l = c.exec("SELECT pg_advisory_lock(7370426)", {}, false); !l) return unexpected(l.error());
+    auto body = [&]() -> result<void> {
+        if (auto t = c.exec("CREATE TABLE IF NOT EXISTS coord_schema (id int PRIMARY KEY CHECK (id = 1), "
+                            "version int NOT NULL)",
+                            {}, true);
+            !t)
+            return unexpected(t.error());
+        auto v = c.exec("SELECT coalesce((SELECT version FROM coord_schema WHERE id = 1), "
+                        "CASE WHEN to_regclass('coord_fence') IS NULL THEN 0 ELSE 1 END)",
+                        {}, false);
+        if (!v) return unexpected(v.error());
+        const int at = static_cast<int>(v->i64(0, 0));
+        if (at > schema_version())
+            return unexpected(coord::error(make_error_code(errc::schema_too_new),
+                                           "the database's coord schema is version " + std::to_string(at) +
+                                               ", newer than this library's " + std::to_string(schema_version()) +
+                                               ": upgrade coord"));
+        for (const auto& m : migrations()) {
+            if (m.version <= at) continue;
+            c.restart_deadline();  // each migration gets a whole operation timeout
+            if (auto b = c.exec("BEGIN", {}, false); !b) return unexpected(b.error());
+            auto applied = c.exec(m.sql, {}, true);
+            auto recorded = applied ? c.exec("INSERT INTO coord_schema VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET "
+                                             "version = EXCLUDED.version",
+                                             {param(static_cast<std::int64_t>(m.version))}, true)
+                                    : result<answer>(unexpected(applied.error()));
+            if (!recorded) {
+                (void)c.exec("ROLLBACK", {}, false);
+                const auto& e = recorded.error();
+                return unexpected(coord::error(e.code(), "migration " + std::to_string(m.version) + " (" + m.what +
+                                                             "): " + e.detail()));
+            }
+            if (auto done = c.exec("COMMIT", {}, true); !done) return unexpected(done.error());
+        }
+        return {};
+    };
+    auto r = body();
+    (void)c.exec("SELECT pg_advisory_unlock(7370426)", {}, false);
+    return r;
+}
 
 }  // namespace coord::postgres

@@ -34,7 +34,7 @@ struct fenced_value {
 /// Why a fenced write was refused.
 struct write_error {
     /// errc::stale_fence, errc::stale_sequence, or the store's infrastructure error.
-    std::error_code code;
+    error code;
     /// The highest fence the key had when the write was refused (0 for
     /// infrastructure errors, when it is not known).
     fence_token highest = 0;

@@ -37,7 +37,7 @@ struct lease {
 struct lease_error {
     /// errc::lease_held, errc::not_lease_holder, errc::lease_expired, or the
     /// store's infrastructure error.
-    std::error_code code;
+    error code;
     /// For lease_held and not_lease_holder: who holds the lease now (empty if nobody).
     std::string holder;
     /// That holder's fence token.

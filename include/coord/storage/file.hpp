@@ -65,12 +65,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
 #include "coord/clock.hpp"
 #include "coord/detail/binary.hpp"
+#include "coord/detail/deadline.hpp"
 #include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -92,6 +95,12 @@ struct file_store_options {
     /// Turning it off keeps kill -9 safety (the kernel has the data) but not
     /// power-cut safety.
     bool fsync = true;
+    /// How long an operation waits for the state's lock (1 ms to 24 h)
+    /// before it gives up with errc::lock_timeout (condition unavailable,
+    /// nothing done): another process holding it may be paused. The wait
+    /// is a short backoff (from 50 us, at most 20 ms between tries): flock
+    /// has no timed wait.
+    std::chrono::milliseconds lock_timeout{10000};
 };
 
 namespace detail {
@@ -440,6 +449,8 @@ public:
         : path_(detail::resolve_state_path(path)), lock_path_(path_.string() + ".lock"),
           tmp_path_(path_.string() + ".tmp"), dir_(path_.parent_path()), clock_(std::move(clock)),
           options_(options) {
+        if (options_.lock_timeout < std::chrono::milliseconds{1} || options_.lock_timeout > std::chrono::hours{24})
+            throw std::invalid_argument("coord::file_store_options::lock_timeout must be 1 ms to 24 h");
         std::lock_guard lk(mutex_);
         lock_guard fl;
         if (auto ec = lock_current(fl, LOCK_SH))
@@ -464,7 +475,7 @@ public:
         return fence_apply(key, token, std::nullopt, std::forward<F>(fn));
     }
     result<fenced_value> fence_read(std::string_view key) {
-        return transact<false, std::error_code>([&](detail::file_state& s, std::int64_t) -> result<fenced_value> {
+        return transact<false, error>([&](detail::file_state& s, std::int64_t) -> result<fenced_value> {
             auto it = s.fences.find(key);
             return detail::fence_rule::view(it == s.fences.end() ? nullptr : &it->second);
         });
@@ -491,7 +502,7 @@ public:
         });
     }
     result<std::optional<lease>> lease_read(std::string_view name) {
-        return transact<false, std::error_code>(
+        return transact<false, error>(
             [&](detail::file_state& s, std::int64_t now) -> result<std::optional<lease>> {
                 auto it = s.leases.find(name);
                 return detail::lease_rule::read(name, it == s.leases.end() ? nullptr : &it->second, now);
@@ -510,7 +521,7 @@ public:
     // segment_allocator ---------------------------------------------------
 
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t) {
             return detail::segment_rule::allocate(detail::find_or_insert(s.segments, tag), step);
         });
     }
@@ -519,7 +530,7 @@ public:
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         // Only a grant changes the record: replays and refusals write nothing.
-        return transact<true, std::error_code>(
+        return transact<true, error>(
             [&](detail::file_state& s, std::int64_t now) -> result<claim_outcome> {
                 if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
                 return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q, now);
@@ -527,37 +538,37 @@ public:
             [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
     }
     result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t now) {
             return detail::ledger_rule::heartbeat(find_record(s, key), fence, ttl_ns, now);
         });
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
                                  std::int64_t retain_until) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t now) {
             return detail::ledger_rule::complete(find_record(s, key), fence, result_text, now, retain_until);
         });
     }
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t) {
             return detail::ledger_rule::fail(find_record(s, key), fence, reason);
         });
     }
     result<std::optional<ledger_record>> ledger_read(std::string_view key) {
-        return transact<false, std::error_code>(
+        return transact<false, error>(
             [&](detail::file_state& s, std::int64_t) -> result<std::optional<ledger_record>> {
                 auto* r = find_record(s, key);
                 return r ? std::optional<ledger_record>(*r) : std::nullopt;
             });
     }
     result<std::size_t> ledger_prune() {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t now) -> result<std::size_t> {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t now) -> result<std::size_t> {
             return static_cast<std::size_t>(
                 std::erase_if(s.ledger, [&](const auto& kv) { return detail::ledger_rule::prunable(kv.second, now); }));
         });
     }
 
     result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
-        return transact<true, std::error_code>([&](detail::file_state& s, std::int64_t) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t) {
             return detail::ledger_rule::revoke(find_record(s, key), reason);
         });
     }
@@ -574,9 +585,15 @@ private:
         lock_guard() = default;
         lock_guard(const lock_guard&) = delete;
         lock_guard& operator=(const lock_guard&) = delete;
-        std::error_code lock(int fd, int how) noexcept {
-            while (::flock(fd, how) != 0)
-                if (errno != EINTR) return detail::last_errno();
+        std::error_code lock(int fd, int how, coord::detail::deadline until) noexcept {
+            auto pause = std::chrono::microseconds{50};
+            while (::flock(fd, how | LOCK_NB) != 0) {
+                if (errno == EINTR) continue;
+                if (errno != EWOULDBLOCK) return detail::last_errno();
+                if (coord::detail::deadline_clock::now() >= until) return make_error_code(errc::lock_timeout);
+                std::this_thread::sleep_for(pause);
+                pause = std::min(pause * 2, std::chrono::microseconds{20000});
+            }
             fd_ = fd;
             return {};
         }
@@ -597,7 +614,7 @@ private:
 
     template <class E>
     static E as_error(std::error_code ec) {
-        if constexpr (std::is_same_v<E, std::error_code>) return ec;
+        if constexpr (std::is_same_v<E, error>) return ec;
         else {
             E e{};
             e.code = ec;
@@ -661,10 +678,11 @@ private:
     // step (lock, then check that the file locked is still the one at the
     // path; reopen and retry otherwise). A forked child reopens its own.
     std::error_code lock_current(lock_guard& fl, int how) {
+        const auto until = coord::detail::deadline_after(options_.lock_timeout);
         for (;;) {
             if (!lock_fd_ || pid_ != ::getpid())
                 if (auto ec = open_lock()) return ec;
-            if (auto ec = fl.lock(lock_fd_.get(), how)) return ec;
+            if (auto ec = fl.lock(lock_fd_.get(), how, until)) return ec;
             struct stat held {}, at_path {};
             if (::fstat(lock_fd_.get(), &held) != 0) return detail::last_errno();
             if (::lstat(lock_path_.c_str(), &at_path) == 0) {

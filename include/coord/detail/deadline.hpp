@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/detail/deadline.hpp: the deadline every engine call runs under, and
+// the one wait on a socket that honours it. Shared by every engine's
+// connection layer, so that a paused or black-holed server gives an answer
+// in bounded time the same way everywhere.
+#pragma once
+
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+
+namespace coord::detail {
+
+using deadline_clock = std::chrono::steady_clock;
+using deadline = deadline_clock::time_point;
+
+/// Now plus `d`, saturated at the clock's end (a huge timeout means "never").
+inline deadline deadline_after(std::chrono::nanoseconds d) noexcept {
+    const auto now = deadline_clock::now();
+    if (d <= std::chrono::nanoseconds::zero()) return now;
+    if (d >= deadline::max() - now) return deadline::max();
+    return now + std::chrono::duration_cast<deadline_clock::duration>(d);
+}
+
+/// What a wait on a socket came to.
+enum class wait_result { ready, timed_out, failed };
+
+/// Waits until `fd` is ready for `events` (POLLIN, POLLOUT) or `until`
+/// passes; an interrupted poll is resumed with the time that is left.
+/// `failed` leaves errno set.
+inline wait_result wait_fd(int fd, short events, deadline until) noexcept {
+    for (;;) {
+        int ms = -1;
+        if (until != deadline::max()) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - deadline_clock::now()).count();
+            if (left <= 0) return wait_result::timed_out;
+            ms = left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
+        }
+        pollfd p{fd, events, 0};
+        const int n = ::poll(&p, 1, ms);
+        if (n > 0) return wait_result::ready;  // also POLLERR / POLLHUP: the next read says what happened
+        if (n == 0) continue;                  // re-check the deadline (poll rounds)
+        if (errno == EINTR) continue;
+        return wait_result::failed;
+    }
+}
+
+}  // namespace coord::detail

@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/postgres/connection.hpp: the PostgreSQL connection layer of coord's
+// engine: the error codes, the store's options, a small pool of libpq
+// connections, and the one way a call talks to the server (a statement, or a
+// pipeline of statements in one round trip), every call under a deadline.
+//
+// A call (pool::call) takes one connection from the pool for its whole step
+// (a transaction stays on its connection) and holds the call's deadline:
+// waiting for a free connection, connecting, sending and waiting for every
+// answer all count against options::operation_timeout. libpq runs
+// non-blocking and the layer polls the socket (detail/deadline.hpp), so a
+// paused, partitioned or black-holed server gives an answer in bounded time:
+// - nothing was sent, or the server answered with an error (the statement
+//   rolled back): the engine's code, condition unavailable;
+// - a writing call was sent and no answer came in time, or the connection
+//   broke after sending: errc::outcome_unknown (it may have committed).
+// The connection is then dropped and the next call reconnects. Every error
+// carries the server's or the connection's own words in the error value
+// (coord::error::detail(), part of message()).
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_outcome.hpp"
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord::postgres {
+
+/// Infrastructure failures of the PostgreSQL engine.
+enum class errc {
+    /// No connection could be made (server down, refused, bad conninfo, no
+    /// answer within options::connect_timeout).
+    connection_failed = 1,
+    /// The server refused or failed the statement (it was rolled back).
+    statement_failed,
+    /// The statement was cancelled by the server (statement_timeout) and rolled back.
+    timeout,
+    /// The server's answer was not what the engine expects (schema drift?).
+    bad_answer,
+    /// The database's coord schema is newer than this library knows:
+    /// upgrade coord before writing with it.
+    schema_too_new,
+    /// No answer within options::operation_timeout (a paused or unreachable
+    /// server), for a call that wrote nothing; a writing call that was sent
+    /// is errc::outcome_unknown instead.
+    deadline_passed,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.postgres"; }
+    // A failed connection, a call past its deadline that wrote nothing, or a
+    // statement that failed or was cancelled (and rolled back): the call
+    // certainly did not apply. A call that may have committed is
+    // coord::errc::outcome_unknown instead.
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        // An answer of the wrong shape says nothing about what the server did.
+        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
+        return coord::make_error_condition(coord::condition::unavailable);
+    }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::connection_failed: return "PostgreSQL connection failed";
+        case errc::statement_failed: return "PostgreSQL statement failed";
+        case errc::timeout: return "PostgreSQL statement timed out";
+        case errc::bad_answer: return "unexpected answer from PostgreSQL";
+        case errc::schema_too_new: return "PostgreSQL schema newer than this coord";
+        case errc::deadline_passed: return "no answer from PostgreSQL within the operation timeout";
+        }
+        return "unknown PostgreSQL error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+}  // namespace coord::postgres
+
+template <>
+struct std::is_error_code_enum<coord::postgres::errc> : std::true_type {};
+
+namespace coord::postgres {
+
+/// Why `conninfo` is not a connection string libpq accepts (a malformed
+/// key=value list or URI), or nullopt when it is one. Says nothing of
+/// whether the server can be reached.
+inline std::optional<std::string> conninfo_error(const std::string& conninfo) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+    if (opts) {
+        PQconninfoFree(opts);
+        return std::nullopt;
+    }
+    std::string why = err ? err : "out of memory";
+    if (err) PQfreemem(err);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    return why;
+}
+
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// Connections kept open at most (1 to 64). Each call takes one for its
+    /// whole step (a transaction stays on its connection); calls from more
+    /// threads than this wait for one to come back (within their deadline).
+    /// Connections are opened on first use and reopened on the next call
+    /// after they break or time out.
+    std::size_t pool_size = 4;
+    /// Bounds each call as a whole (1 ms to 24 h): waiting for a pooled
+    /// connection, connecting, sending, waiting for the answer. A call that
+    /// compounds with the caller's own function (fence_update, a ledger run)
+    /// has this bound before the function and again after it.
+    std::chrono::milliseconds operation_timeout{5000};
+    /// Bounds making a connection (1 ms to 24 h; also within the call's
+    /// operation timeout). Host names are resolved before it starts: give an
+    /// address, or a resolver that answers, to bound that too.
+    std::chrono::milliseconds connect_timeout{3000};
+    /// An idle connection probes its peer after this long without traffic
+    /// (TCP keepalive, 1 s to 1 h; then every third of it, three probes), so
+    /// a dead server is noticed before the next call needs it. Sent data
+    /// unacknowledged for the operation timeout also drops the connection
+    /// (TCP_USER_TIMEOUT).
+    std::chrono::seconds keepalive_idle{10};
+};
+
+/// The clock policy that means "the server's clock": every expiry is judged
+/// on clock_timestamp() of the server. Tests may give a manual_clock instead,
+/// whose readings are sent with each call.
+struct server_clock {};
+
+namespace detail {
+
+/// A query result, freed with the object.
+class answer {
+public:
+    explicit answer(PGresult* r) noexcept : r_(r) {}
+    answer(answer&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+    answer& operator=(answer&&) = delete;
+    ~answer() {
+        if (r_) PQclear(r_);
+    }
+    PGresult* get() const noexcept { return r_; }
+    int rows() const noexcept { return PQntuples(r_); }
+    /// Rows an UPDATE or DELETE changed.
+    std::uint64_t changed() const noexcept { return std::strtoull(PQcmdTuples(r_), nullptr, 10); }
+    std::string text(int row, int col) const {
+        return std::string(PQgetvalue(r_, row, col), static_cast<std::size_t>(PQgetlength(r_, row, col)));
+    }
+    std::uint64_t u64(int row, int col) const { return std::strtoull(PQgetvalue(r_, row, col), nullptr, 10); }
+    std::int64_t i64(int row, int col) const { return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10); }
+    bool boolean(int row, int col) const { return PQgetvalue(r_, row, col)[0] == 't'; }
+    /// A bytea column in text format ("\x" and hex).
+    std::string bytes(int row, int col) const {
+        std::size_t n = 0;
+        unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r_, row, col)), &n);
+        if (!raw) return {};
+        std::string out(reinterpret_cast<const char*>(raw), n);
+        PQfreemem(raw);
+        return out;
+    }
+
+private:
+    PGresult* r_;
+};
+
+/// One parameter: text (NULL when nullopt), or binary bytes for a bytea.
+struct param_value {
+    std::optional<std::string> text;
+    bool binary = false;
+};
+inline param_value param(std::string_view s) { return {std::string(s), false}; }
+inline param_value param(std::int64_t v) { return {std::to_string(v), false}; }
+inline param_value param_u64(std::uint64_t v) { return {std::to_string(v), false}; }
+inline param_value bytes_param(std::string_view s) { return {std::string(s), true}; }
+inline param_value null_param() { return {std::nullopt, false}; }
+
+/// The time a test clock sends (NULL for server_clock: the server reads its own).
+template <class Clock>
+param_value now_ns_param(const Clock& clock) {
+    if constexpr (std::is_same_v<Clock, server_clock>) return null_param();
+    else return param(since_epoch_ns(clock.now()));
+}
+template <class Clock>
+param_value now_ms_param(const Clock& clock) {
+    if constexpr (std::is_same_v<Clock, server_clock>) return null_param();
+    else return param(unix_millis(clock.now()));
+}
+
+/// One statement of a pipeline (those with parameters are prepared first).
+struct step {
+    const char* sql;
+    std::vector<param_value> params;
+};
+
+inline std::string trimmed(const char* s) {
+    std::string out = s ? s : "";
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+}
+
+inline std::string millis_text(std::chrono::nanoseconds d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+/// One libpq connection, non-blocking, and the statements prepared on it.
+class connection {
+public:
+    connection() = default;
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+    ~connection() { drop(); }
+
+    /// Closes the connection; the next call opens a new one.
+    void drop() noexcept {
+        if (conn_) PQfinish(conn_);
+        conn_ = nullptr;
+        prepared_.clear();
+        next_name_ = 0;
+    }
+
+    /// Opens the connection unless it is open, by `until` and within the
+    /// connect timeout.
+    result<void> connect(const std::string& conninfo, const options& o, coord::detail::deadline until) {
+        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return {};
+        drop();
+        const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
+        const std::string idle = std::to_string(o.keepalive_idle.count());
+        const std::string interval = std::to_string(std::max<std::int64_t>(1, o.keepalive_idle.count() / 3));
+        const std::string user_timeout = std::to_string(o.operation_timeout.count());
+        // The user's conninfo comes last: what it sets wins over these.
+        const char* keys[] = {"keepalives",       "keepalives_idle", "keepalives_interval", "keepalives_count",
+                              "tcp_user_timeout", "dbname",          nullptr};
+        const char* values[] = {"1", idle.c_str(), interval.c_str(), "3", user_timeout.c_str(), conninfo.c_str(), nullptr};
+        conn_ = PQconnectStartParams(keys, values, 1);
+        if (!conn_) return not_sent(errc::connection_failed, "out of memory");
+        // A library writes nothing to the application's stderr: the server's
+        // notices are dropped; errors come back in the error value.
+        PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+        PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+        while (PQstatus(conn_) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+            const short ev = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+            const auto w = coord::detail::wait_fd(PQsocket(conn_), ev, limit);
+            if (w == coord::detail::wait_result::timed_out) {
+                drop();
+                return not_sent(errc::connection_failed,
+                                "no answer while connecting within " +
+                                    millis_text(std::min(o.connect_timeout, o.operation_timeout)));
+            }
+            st = PQconnectPoll(conn_);
+        }
+        if (PQstatus(conn_) != CONNECTION_OK) {
+            auto why = trimmed(PQerrorMessage(conn_));
+            drop();
+            return not_sent(errc::connection_failed, why);
+        }
+        if (PQsetnonblocking(conn_, 1) != 0) {
+            auto why = trimmed(PQerrorMessage(conn_));
+            drop();
+            return not_sent(errc::connection_failed, why);
+        }
+        return {};
+    }
+
+    /// One statement, under `until`. `writes`: a call that may change the
+    /// database (a lost answer is then outcome_unknown). Statements with
+    /// parameters are prepared once per connection unless `prepare` is false.
+    result<answer> exec(const char* sql, const std::vector<param_value>& params, bool writes, bool prepare,
+                        coord::detail::deadline until) {
+        std::string name;
+        if (prepare && !params.empty()) {
+            auto n = prepared(sql, static_cast<int>(params.size()), until);
+            if (!n) return unexpected(n.error());
+            name = std::move(*n);
+        }
+        if (!send(sql, name, params)) return lost(false, writes, errc::connection_failed);
+        if (auto f = flush(until); !f) return lost(f.error() == timed_out, writes, errc::connection_failed);
+        // A simple query of several commands has a result each: the answer
+        // is the first that failed, or else the last.
+        std::optional<answer> kept;
+        for (;;) {
+            auto r = next(until);
+            if (!r) return lost(r.error() == timed_out, writes, errc::connection_failed);
+            if (!*r) break;
+            if (kept && statement_error(*kept, writes)) PQclear(*r);
+            else kept.emplace(*r);
+        }
+        if (!kept) return lost(false, writes, errc::connection_failed);
+        if (auto e = statement_error(*kept, writes)) return unexpected(*e);
+        return std::move(*kept);
+    }
+
+    /// Every step, then one sync: one round trip for the lot (libpq pipeline
+    /// mode), under `until`. A statement not yet prepared on this connection
+    /// is prepared in the same pipeline, so the first call is one round trip
+    /// too. The first failure is reported.
+    result<std::vector<answer>> pipeline(const std::vector<step>& steps, bool writes, coord::detail::deadline until) {
+        if (PQenterPipelineMode(conn_) != 1) return lost(false, writes, errc::connection_failed);
+        std::vector<std::string> names(steps.size());
+        std::vector<bool> preparing(steps.size(), false);
+        bool sent = true;
+        for (std::size_t i = 0; i < steps.size() && sent; ++i) {
+            const auto& st = steps[i];
+            if (!st.params.empty()) {
+                if (auto it = prepared_.find(st.sql); it != prepared_.end()) {
+                    names[i] = it->second;
+                } else {
+                    names[i] = "coord_" + std::to_string(next_name_++);
+                    preparing[i] = true;
+                    sent = PQsendPrepare(conn_, names[i].c_str(), st.sql, static_cast<int>(st.params.size()), nullptr) == 1;
+                    if (!sent) break;
+                }
+            }
+            sent = send(st.sql, names[i], st.params);
+        }
+        if (!sent || PQpipelineSync(conn_) != 1) return lost(false, writes, errc::connection_failed);
+        if (auto f = flush(until); !f) return lost(f.error() == timed_out, writes, errc::connection_failed);
+        // One result and its ending NULL per prepare and per statement, then the sync.
+        auto take = [&]() -> result<answer> {
+            auto r = next(until);
+            if (!r) return lost(r.error() == timed_out, writes, errc::connection_failed);
+            if (!*r) return lost(false, writes, errc::connection_failed);
+            answer a(*r);
+            auto end = next(until);
+            if (!end) return lost(end.error() == timed_out, writes, errc::connection_failed);
+            if (*end) PQclear(*end);
+            return a;
+        };
+        std::vector<answer> out;
+        std::optional<coord::error> first_error;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            if (preparing[i]) {
+                auto p = take();
+                if (!p) return unexpected(p.error());
+                if (PQresultStatus(p->get()) == PGRES_COMMAND_OK) prepared_.emplace(steps[i].sql, names[i]);
+                else if (!first_error) first_error = statement_error(*p, writes);
+            }
+            auto a = take();
+            if (!a) return unexpected(a.error());
+            if (!first_error) first_error = statement_error(*a, writes);
+            out.push_back(std::move(*a));
+        }
+        auto sync = next(until);
+        if (!sync) return lost(sync.error() == timed_out, writes, errc::connection_failed);
+        answer s(*sync);
+        if (!s.get() || PQresultStatus(s.get()) != PGRES_PIPELINE_SYNC) return lost(false, writes, errc::connection_failed);
+        PQexitPipelineMode(conn_);
+        if (first_error) return unexpected(*first_error);
+        return out;
+    }
+
+private:
+    // The error a failed answer is (nullopt when it succeeded).
+    static std::optional<coord::error> statement_error(const answer& a, bool writes) {
+        const auto status = PQresultStatus(a.get());
+        if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return std::nullopt;
+        const char* state = PQresultErrorField(a.get(), PG_DIAG_SQLSTATE);
+        const bool cancelled = state && std::string_view(state) == "57014";
+        return coord::detail::engine_failure(
+            coord::detail::call_fate::failed_on_server, writes,
+            coord::error(make_error_code(cancelled ? errc::timeout : errc::statement_failed),
+                         trimmed(PQresultErrorMessage(a.get()))));
+    }
+
+    static constexpr int timed_out = 1;
+    static constexpr int broken = 2;
+
+    static unexpected<coord::error> not_sent(errc code, std::string why) {
+        return unexpected(coord::error(make_error_code(code), std::move(why)));
+    }
+
+    // The call was (maybe) sent and no answer came: the connection is
+    // dropped (a late answer must not be read as the next call's).
+    unexpected<coord::error> lost(bool deadline_passed, bool writes, errc code) {
+        std::string why = deadline_passed ? "no answer within the call's deadline" : trimmed(conn_ ? PQerrorMessage(conn_) : "");
+        if (why.empty()) why = "the connection broke";
+        drop();
+        const auto own = deadline_passed ? errc::deadline_passed : code;
+        return unexpected(coord::detail::engine_failure(coord::detail::call_fate::lost_after_send, writes,
+                                                        coord::error(make_error_code(own), why)));
+    }
+
+    bool send(const char* sql, const std::string& name, const std::vector<param_value>& params) {
+        std::vector<const char*> values;
+        std::vector<int> lengths, formats;
+        for (const auto& p : params) {
+            values.push_back(p.text ? p.text->data() : nullptr);
+            lengths.push_back(p.text ? static_cast<int>(p.text->size()) : 0);
+            formats.push_back(p.binary ? 1 : 0);
+        }
+        const int n = static_cast<int>(params.size());
+        if (!name.empty())
+            return PQsendQueryPrepared(conn_, name.c_str(), n, values.data(), lengths.data(), formats.data(), 0) == 1;
+        // Outside a pipeline, a statement without parameters goes as a
+        // simple query (which may hold several commands: a migration).
+        if (n == 0 && PQpipelineStatus(conn_) == PQ_PIPELINE_OFF) return PQsendQuery(conn_, sql) == 1;
+        return PQsendQueryParams(conn_, sql, n, nullptr, values.data(), lengths.data(), formats.data(), 0) == 1;
+    }
+
+    // Sends what libpq buffered, reading meanwhile (the server may answer
+    // before it takes more). Error values: timed_out, broken.
+    result<void, int> flush(coord::detail::deadline until) {
+        for (;;) {
+            const int f = PQflush(conn_);
+            if (f == 0) return {};
+            if (f < 0) return unexpected(broken);
+            const auto w = coord::detail::wait_fd(PQsocket(conn_), POLLIN | POLLOUT, until);
+            if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
+            if (w == coord::detail::wait_result::failed || PQconsumeInput(conn_) != 1) return unexpected(broken);
+        }
+    }
+
+    // The next result (nullptr: the current query's results are over),
+    // waiting for the server until `until`.
+    result<PGresult*, int> next(coord::detail::deadline until) {
+        while (PQisBusy(conn_)) {
+            const auto w = coord::detail::wait_fd(PQsocket(conn_), POLLIN, until);
+            if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
+            if (w == coord::detail::wait_result::failed || PQconsumeInput(conn_) != 1) return unexpected(broken);
+        }
+        return PQgetResult(conn_);
+    }
+
+    // The name of `sql` prepared on this connection (prepared on first use):
+    // every later call is one round trip without parsing or planning.
+    result<std::string> prepared(const char* sql, int nparams, coord::detail::deadline until) {
+        auto it = prepared_.find(sql);
+        if (it != prepared_.end()) return it->second;
+        std::string name = "coord_" + std::to_string(next_name_++);
+        if (PQsendPrepare(conn_, name.c_str(), sql, nparams, nullptr) != 1) return lost(false, false, errc::connection_failed);
+        if (auto f = flush(until); !f) return lost(f.error() == timed_out, false, errc::connection_failed);
+        std::optional<answer> first;
+        for (;;) {
+            auto r = next(until);
+            if (!r) return lost(r.error() == timed_out, false, errc::connection_failed);
+            if (!*r) break;
+            if (!first) first.emplace(*r);
+            else PQclear(*r);
+        }
+        if (!first) return lost(false, false, errc::connection_failed);
+        if (auto e = statement_error(*first, false)) return unexpected(*e);
+        prepared_.emplace(sql, name);
+        return name;
+    }
+
+    PGconn* conn_ = nullptr;
+    std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name, this connection
+    std::uint64_t next_name_ = 0;                              // statement names are never reused on a connection
+};
+
+}  // namespace detail
+
+/// The connections of one store. Thread-safe.
+class pool {
+public:
+    /// Throws std::invalid_argument when `conninfo` is malformed
+    /// (conninfo_error) or an option is out of range. Connects to nothing yet.
+    pool(std::string conninfo, options opts) : conninfo_(std::move(conninfo)), opts_(opts) {
+        if (auto why = conninfo_error(conninfo_))
+            throw std::invalid_argument("coord: PostgreSQL conninfo is malformed: " + *why);
+        if (opts_.pool_size < 1 || opts_.pool_size > 64)
+            throw std::invalid_argument("coord::postgres::options::pool_size must be 1 to 64");
+        using std::chrono::milliseconds;
+        const auto day = std::chrono::hours{24};
+        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
+            throw std::invalid_argument("coord::postgres::options::operation_timeout must be 1 ms to 24 h");
+        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
+            throw std::invalid_argument("coord::postgres::options::connect_timeout must be 1 ms to 24 h");
+        if (opts_.keepalive_idle < std::chrono::seconds{1} || opts_.keepalive_idle > std::chrono::hours{1})
+            throw std::invalid_argument("coord::postgres::options::keepalive_idle must be 1 s to 1 h");
+    }
+    pool(const pool&) = delete;
+    pool& operator=(const pool&) = delete;
+
+    const std::string& conninfo() const noexcept { return conninfo_; }
+    const options& opts() const noexcept { return opts_; }
+
+    /// One call: a connection of the pool for its whole step, and its
+    /// deadline (options::operation_timeout from now).
+    class call {
+    public:
+        explicit call(pool& p) : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)) {
+            std::unique_lock lk(p.mutex_);
+            auto free = [&] { return !p.idle_.empty() || p.created_ < p.opts_.pool_size; };
+            if (!p.cv_.wait_until(lk, until_, free)) return;  // no connection in time: every statement says so
+            if (!p.idle_.empty()) {
+                c_ = std::move(p.idle_.back());
+                p.idle_.pop_back();
+            } else {
+                c_ = std::make_unique<detail::connection>();
+                ++p.created_;
+            }
+        }
+        call(const call&) = delete;
+        call& operator=(const call&) = delete;
+        ~call() {
+            if (!c_) return;
+            {
+                std::lock_guard lk(p_.mutex_);
+                p_.idle_.push_back(std::move(c_));
+            }
+            p_.cv_.notify_one();
+        }
+
+        /// After the caller's own function ran inside the call (fence_update,
+        /// a ledger run): the rest of the call gets a full timeout again.
+        void restart_deadline() noexcept { until_ = coord::detail::deadline_after(p_.opts_.operation_timeout); }
+
+        result<detail::answer> exec(const char* sql, const std::vector<detail::param_value>& params, bool writes,
+                                    bool prepare = true) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            return c_->exec(sql, params, writes, prepare, until_);
+        }
+        result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            return c_->pipeline(steps, writes, until_);
+        }
+
+    private:
+        result<void> ready() {
+            if (!c_)
+                return unexpected(coord::error(make_error_code(errc::deadline_passed),
+                                               "no pooled connection came free within " +
+                                                   detail::millis_text(p_.opts_.operation_timeout)));
+            return c_->connect(p_.conninfo_, p_.opts_, until_);
+        }
+
+        pool& p_;
+        coord::detail::deadline until_;
+        std::unique_ptr<detail::connection> c_;
+    };
+
+private:
+    std::string conninfo_;
+    options opts_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::vector<std::unique_ptr<detail::connection>> idle_;
+    std::size_t created_ = 0;
+};
+
+}  // namespace coord::postgres

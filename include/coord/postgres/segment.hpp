@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/postgres/segment.hpp: segment_allocator on PostgreSQL (Leaf ranges).
+//
+// Round trips: segment_allocate 1, one INSERT ... ON CONFLICT ... DO UPDATE
+// ... RETURNING: the tag's row is locked and advanced in one statement, so
+// ranges never overlap, also across processes and machines.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <cstdint>
+#include <string_view>
+
+#include "coord/postgres/connection.hpp"
+#include "coord/segment.hpp"
+
+namespace coord::postgres {
+
+class segment_adapter {
+public:
+    explicit segment_adapter(pool& p) noexcept : pool_(p) {}
+
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        using namespace detail;
+        if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        pool::call c(pool_);
+        auto r = c.exec(
+            "INSERT INTO coord_segment AS s (tag, next) VALUES ($1, 1 + $2::numeric) "
+            "ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
+            "WHERE s.next + $2::numeric <= 9223372036854775808 RETURNING next - $2::numeric, next",
+            {param(tag), param(static_cast<std::int64_t>(step))}, true);
+        if (!r) return unexpected(r.error());
+        if (r->rows() == 0) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        return segment_range{r->u64(0, 0), r->u64(0, 1)};
+    }
+
+private:
+    pool& pool_;
+};
+
+}  // namespace coord::postgres
