@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <cerrno>
 #include <cstdio>
@@ -65,7 +66,8 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH or postgres:CONNINFO)\n"
+    "  (--store: file:PATH or postgres:CONNINFO; every command with a store takes --timeout DURATION,\n"
+    "   500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock wait, postgres 5s)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
@@ -127,6 +129,8 @@ int refused(const std::string& why) {
 class options {
 public:
     options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed) {
+        // Every command that reaches a store takes --timeout.
+        if (allowed.count("store") || allowed.count("state")) allowed.insert("timeout");
         for (std::size_t i = 0; i < args.size(); ++i) {
             const auto a = args[i];
             // "--name value", and "-n value" for single-letter options.
@@ -142,6 +146,19 @@ public:
         auto it = values_.find(name);
         if (it == values_.end()) throw usage_error("missing option --" + name);
         return it->second;
+    }
+    /// A duration such as 500ms, 90s, 15m or 2h (1 ms to 24 h).
+    std::chrono::milliseconds duration(const std::string& name) const {
+        const auto& s = required(name);
+        std::uint64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        const std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
+        const std::uint64_t scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : unit == "h" ? 3'600'000 : 0;
+        constexpr std::uint64_t day_ms = 24ull * 3'600'000;
+        if (ec != std::errc{} || p == s.data() || scale == 0)
+            throw usage_error("--" + name + " must be a duration like 500ms, 90s, 15m or 2h, got '" + printable(s) + "'");
+        if (v == 0 || v > day_ms / scale) throw usage_error("--" + name + " must be 1ms to 24h, got '" + printable(s) + "'");
+        return std::chrono::milliseconds{static_cast<std::int64_t>(v * scale)};
     }
     std::uint64_t number(const std::string& name) const {
         const auto& s = required(name);
@@ -174,16 +191,21 @@ int exit_for(std::error_code ec) {
     return exit_infra;
 }
 
+/// What an infrastructure error lets the caller assume.
+const char* assumption(const coord::error& ec) {
+    if (ec == coord::condition::outcome_unknown) return " (the outcome is unknown: read back before retrying)";
+    if (ec == coord::condition::unavailable) return " (not applied: retrying later may succeed)";
+    return "";
+}
+
 int infra(const coord::file_store& s, const coord::error& ec) {
-    std::fprintf(stderr, "error: %s: %s%s\n", s.path().c_str(), ec.message().c_str(),
-                 ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
+    std::fprintf(stderr, "error: %s: %s%s\n", s.path().c_str(), ec.message().c_str(), assumption(ec));
     return exit_for(ec);
 }
 
 #if defined(COORD_HAS_POSTGRES)
 int infra(const coord::postgres::store&, const coord::error& ec) {
-    std::fprintf(stderr, "error: postgres: %s%s\n", ec.message().c_str(),
-                 ec == coord::condition::outcome_unknown ? " (the outcome is unknown)" : "");
+    std::fprintf(stderr, "error: postgres: %s%s\n", ec.message().c_str(), assumption(ec));
     return exit_for(ec);
 }
 #endif
@@ -193,8 +215,11 @@ int infra(const coord::postgres::store&, const coord::error& ec) {
 template <class F>
 int with_store(const options& o, F&& f) {
     const auto& spec = o.required("store");
+    const auto timeout = o.has("timeout") ? std::optional(o.duration("timeout")) : std::nullopt;
     if (spec.rfind("file:", 0) == 0 && spec.size() > 5) {
-        coord::file_store store(spec.substr(5));
+        coord::file_store_options fo;
+        if (timeout) fo.lock_timeout = *timeout;
+        coord::file_store store(spec.substr(5), {}, fo);
         return f(store);
     }
 #if defined(COORD_HAS_POSTGRES)
@@ -202,7 +227,9 @@ int with_store(const options& o, F&& f) {
         const auto conninfo = spec.substr(9);
         if (auto why = coord::postgres::conninfo_error(conninfo))
             throw usage_error("--store postgres:CONNINFO: " + printable(*why));
-        coord::postgres::store store(conninfo);
+        coord::postgres::options po;
+        if (timeout) po.operation_timeout = po.connect_timeout = *timeout;
+        coord::postgres::store store(conninfo, {}, po);
         return f(store);
     }
     throw usage_error("--store must be file:PATH or postgres:CONNINFO, got '" + spec + "'");
@@ -338,7 +365,9 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
         const auto& spec = o.required("state");
         if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
             throw usage_error("--state must be file:PATH, got '" + spec + "'");
-        coord::file_store store{spec.substr(5)};
+        coord::file_store_options fo;
+        if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
+        coord::file_store store{spec.substr(5), {}, fo};
         return snowflake_next(store, node, count);
     }
     if (verb == "decode") {
@@ -759,7 +788,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "coordctl: %s\n%s", e.what(), usage_text);
         return exit_usage;
     } catch (const coord::store_error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
+        std::fprintf(stderr, "error: %s%s\n", e.what(), assumption(e.code()));
         return exit_for(e.code());
     } catch (const std::invalid_argument& e) {
         std::fprintf(stderr, "coordctl: %s\n", e.what());

@@ -5,6 +5,8 @@
 set -u
 ctl="$1"
 store="postgres:$2"
+pg_script="${3:-}"  # tests/postgres.sh and the server's directory: to pause it
+pg_dir="${4:-}"
 run="r$$"
 failures=0
 expect() {
@@ -82,6 +84,20 @@ else
 fi
 expect 2 "" -- session create --store "file:/tmp/coordctl_pg_nosessions.$$" --user alice
 rm -f /tmp/coordctl_pg_nosessions.$$ /tmp/coordctl_pg_nosessions.$$.lock
+# A paused server (SIGSTOP): --timeout bounds the command; it exits 1 and
+# says what the caller may assume (a new process cannot connect: not applied).
+if [ -n "$pg_script" ]; then
+  bash "$pg_script" pause "$pg_dir"
+  start=$(date +%s%N)
+  out=$(timeout 30 "$ctl" fence write --store "$store" --key "$run" --token 50 --value P --timeout 1s 2>/tmp/coordctl_pg_stderr.$$); rc=$?
+  took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  bash "$pg_script" resume "$pg_dir"
+  # (a hang guard, not a speed claim: the wait has no end without the timeout)
+  [ "$rc" = 1 ] && [ -z "$out" ] && [ "$took_ms" -lt 10000 ] && grep -Eq "not applied|outcome is unknown" /tmp/coordctl_pg_stderr.$$ \
+    || { echo "FAIL: a paused server with --timeout 1s: rc=$rc ${took_ms}ms out='$out' $(cat /tmp/coordctl_pg_stderr.$$)"; failures=$((failures + 1)); }
+  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 51 --value Q --timeout 5s
+  expect 2 "" -- fence read --store "$store" --key "$run" --timeout forever
+fi
 rm -f /tmp/coordctl_pg_stderr.$$
 if [ "$failures" != 0 ]; then echo "$failures coordctl postgres check(s) failed"; exit 1; fi
 echo "coordctl postgres: all checks passed"

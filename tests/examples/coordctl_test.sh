@@ -237,5 +237,23 @@ expect 1 "" -- fence read --store "file:$dir/bad" --key k
 grep -q "$dir/bad" "$dir/stderr" || { echo "FAIL: corrupt-file error does not name the file"; failures=$((failures + 1)); }
 expect 1 "" -- fence read --store "file:$dir/missing/dir/state" --key k
 
+# --timeout: the bound of each call. Another process holding the state's
+# lock (paused, say): the command gives up at the timeout, says nothing was
+# applied, exits 1.
+expect 2 "" -- fence read --store "$store" --key k --timeout 0s
+expect 2 "" -- fence read --store "$store" --key k --timeout 10
+expect 2 "" -- fence read --store "$store" --key k --timeout 25h
+expect 2 "" -- fence read --store "$store" --key k --timeout 1s --timeout 2s
+expect 2 "" -- uuid7 --timeout 1s
+expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k --timeout 90s
+( exec 9>>"$dir/state.lock"; flock -x 9; exec sleep 60 ) &  # the holder's pid is the sleep's: killing it frees the lock
+holder=$!
+for _ in $(seq 1 500); do flock -n "$dir/state.lock" true || break; sleep 0.01; done
+out=$(timeout 20 "$ctl" fence write --store "$store" --key k --token 43 --value C --timeout 300ms 2>"$dir/stderr"); rc=$?
+[ "$rc" = 1 ] && [ -z "$out" ] && grep -q "lock was not free" "$dir/stderr" && grep -q "not applied" "$dir/stderr" \
+  || { echo "FAIL: a held lock with --timeout: rc=$rc out='$out' $(cat "$dir/stderr")"; failures=$((failures + 1)); }
+kill "$holder"; wait "$holder" 2>/dev/null
+expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k --timeout 1s
+
 if [ "$failures" -ne 0 ]; then echo "$failures coordctl check(s) failed"; exit 1; fi
 echo "coordctl: all checks passed"
