@@ -74,6 +74,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/binary.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/path.hpp"
 #include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -391,40 +392,9 @@ struct lock_record {
     }
 };
 
-/// The one spelling of a state file's path, however it was reached: the
-/// directory made absolute and resolved (symlinks, ".", "..", "//"), and a
-/// final component that is a symbolic link followed (up to 40 links), so
-/// that every spelling and link of one state file gives one state and one
-/// lock file. Throws store_error when the directory cannot be resolved or
-/// the path names a directory.
+/// The one spelling of a state file's path (detail::resolve_store_path).
 inline std::filesystem::path resolve_state_path(const std::filesystem::path& given) {
-    namespace fs = std::filesystem;
-    const auto refuse = [&](std::error_code ec, const std::string& why) {
-        return store_error(ec, "coord file store " + given.string() + ": " + why);
-    };
-    if (given.empty()) throw refuse(make_error_code(errc::state_not_regular), "empty path");
-    fs::path p = given;
-    for (int links = 0; links <= 40; ++links) {
-        std::error_code ec;
-        const fs::path abs = fs::absolute(p, ec);
-        if (ec) throw refuse(ec, "cannot make the path absolute");
-        const fs::path name = abs.filename();
-        if (name.empty() || name == "." || name == "..")
-            throw refuse(make_error_code(errc::state_not_regular), "the path names a directory");
-        const fs::path dir = fs::canonical(abs.parent_path(), ec);
-        if (ec) throw refuse(ec, "cannot resolve its directory " + abs.parent_path().string());
-        const fs::path full = dir / name;
-        struct stat st {};
-        if (::lstat(full.c_str(), &st) != 0) {
-            if (errno == ENOENT) return full;  // a new store
-            throw refuse(last_errno(), "cannot stat " + full.string());
-        }
-        if (!S_ISLNK(st.st_mode)) return full;
-        const fs::path target = fs::read_symlink(full, ec);
-        if (ec) throw refuse(ec, "cannot read the symbolic link " + full.string());
-        p = target.is_absolute() ? target : dir / target;
-    }
-    throw refuse(std::make_error_code(std::errc::too_many_symbolic_link_levels), "too many symbolic links");
+    return resolve_store_path(given, "coord file store");
 }
 
 }  // namespace detail

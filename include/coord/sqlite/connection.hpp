@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/sqlite/connection.hpp: the SQLite connection layer of coord's
+// engine: the error codes, the store's options, the database handle and the
+// one way an operation runs: one transaction.
+//
+// A write begins immediately (BEGIN IMMEDIATE: the database's write lock is
+// taken first, so two processes never both read and then fail to upgrade);
+// a read is one deferred transaction (a consistent snapshot in WAL mode).
+// Waits for the lock are bounded by options::busy_timeout, in this process
+// (a timed mutex over the connection) and across processes (SQLite's busy
+// handler). Every error carries SQLite's own words and the file's path in
+// the error value (coord::error::detail()).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+#include "coord/detail/engine_outcome.hpp"
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord::sqlite {
+
+/// Failures of the SQLite engine.
+enum class errc {
+    /// The database file could not be opened or created (a missing
+    /// directory, permissions).
+    open_failed = 1,
+    /// The file is not an SQLite database (SQLITE_NOTADB): nothing was written to it.
+    not_a_database,
+    /// The database is damaged or truncated (SQLITE_CORRUPT): nothing was written.
+    corrupt,
+    /// The database cannot be written (a read-only file or file system).
+    read_only,
+    /// The disk or the file size limit is full (SQLITE_FULL): the transaction rolled back.
+    disk_full,
+    /// Another process held the database's lock past options::busy_timeout.
+    busy,
+    /// An I/O error; for a write at COMMIT it is errc::outcome_unknown instead.
+    io_error,
+    /// SQLite refused a statement (the transaction rolled back).
+    statement_failed,
+    /// The database's coord schema is newer than this library knows.
+    schema_too_new,
+    /// A row was not of the shape the engine expects (schema drift?).
+    bad_answer,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.sqlite"; }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        switch (static_cast<errc>(ev)) {
+        case errc::not_a_database:
+        case errc::corrupt: return coord::make_error_condition(coord::condition::corrupt_state);
+        case errc::bad_answer: return coord::make_error_condition(coord::condition::outcome_unknown);
+        default: return coord::make_error_condition(coord::condition::unavailable);
+        }
+    }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::open_failed: return "SQLite database cannot be opened";
+        case errc::not_a_database: return "file is not an SQLite database";
+        case errc::corrupt: return "SQLite database is corrupt";
+        case errc::read_only: return "SQLite database is read-only";
+        case errc::disk_full: return "disk full";
+        case errc::busy: return "SQLite database busy past the busy timeout";
+        case errc::io_error: return "SQLite I/O error";
+        case errc::statement_failed: return "SQLite statement failed";
+        case errc::schema_too_new: return "SQLite schema newer than this coord";
+        case errc::bad_answer: return "unexpected row from SQLite";
+        }
+        return "unknown SQLite error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+}  // namespace coord::sqlite
+
+template <>
+struct std::is_error_code_enum<coord::sqlite::errc> : std::true_type {};
+
+namespace coord::sqlite {
+
+/// How a commit reaches the disk (PRAGMA synchronous, in WAL mode).
+enum class durability {
+    /// The default: every acknowledged transaction survives kill -9 and
+    /// power loss (synchronous=FULL: the WAL is fsynced at each commit).
+    full,
+    /// Survives kill -9; a power loss may lose the last transactions
+    /// acknowledged before it (synchronous=NORMAL), never corrupting the
+    /// database. A lost transaction breaks the promise it carried: a lease
+    /// or a fence token may be granted again, a segment range handed out
+    /// twice, a done slot run again.
+    normal,
+    /// Tests and scratch data only: a power loss may lose or corrupt the
+    /// database (synchronous=OFF). Every promise may break on power loss.
+    off,
+};
+
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// How long an operation waits for the database's lock (1 ms to 24 h),
+    /// held by another thread or process, before errc::busy.
+    std::chrono::milliseconds busy_timeout{10000};
+    durability sync = durability::full;
+};
+
+namespace detail {
+
+inline std::int64_t as_i64(std::uint64_t v) noexcept { return static_cast<std::int64_t>(v); }   // bits kept
+inline std::uint64_t as_u64(std::int64_t v) noexcept { return static_cast<std::uint64_t>(v); }  // bits kept
+
+/// One prepared statement of the connection; reset after each use.
+class statement {
+public:
+    statement(sqlite3* db, sqlite3_stmt* s) noexcept : db_(db), s_(s) {}
+    statement(const statement&) = delete;
+    statement& operator=(const statement&) = delete;
+    ~statement() { sqlite3_finalize(s_); }
+
+    statement& reset() noexcept {
+        sqlite3_reset(s_);
+        sqlite3_clear_bindings(s_);
+        return *this;
+    }
+    statement& bind(int i, std::int64_t v) noexcept {
+        sqlite3_bind_int64(s_, i, v);
+        return *this;
+    }
+    statement& bind(int i, std::string_view text) noexcept {
+        sqlite3_bind_text64(s_, i, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+        return *this;
+    }
+    statement& bind_blob(int i, std::string_view bytes) noexcept {
+        // A zero-length blob, not NULL, for an empty value.
+        if (bytes.empty()) sqlite3_bind_zeroblob(s_, i, 0);
+        else sqlite3_bind_blob64(s_, i, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+        return *this;
+    }
+    /// SQLITE_ROW, SQLITE_DONE or an error code.
+    int step() noexcept { return sqlite3_step(s_); }
+
+    std::int64_t i64(int col) const noexcept { return sqlite3_column_int64(s_, col); }
+    std::uint64_t u64(int col) const noexcept { return as_u64(i64(col)); }
+    std::string text(int col) const {
+        const auto* p = sqlite3_column_text(s_, col);
+        return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(s_, col)))
+                 : std::string();
+    }
+    std::string blob(int col) const {
+        const void* p = sqlite3_column_blob(s_, col);
+        const auto n = static_cast<std::size_t>(sqlite3_column_bytes(s_, col));
+        return p ? std::string(static_cast<const char*>(p), n) : std::string();
+    }
+
+private:
+    sqlite3* db_;
+    sqlite3_stmt* s_;
+};
+
+/// The error of an SQLite result code, with SQLite's words and the file.
+inline coord::error error_of(int rc, sqlite3* db, const std::string& path) {
+    errc code;
+    switch (rc & 0xff) {
+    case SQLITE_NOTADB: code = errc::not_a_database; break;
+    case SQLITE_CORRUPT: code = errc::corrupt; break;
+    case SQLITE_READONLY: code = errc::read_only; break;
+    case SQLITE_FULL: code = errc::disk_full; break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: code = errc::busy; break;
+    case SQLITE_IOERR: code = errc::io_error; break;
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_AUTH: code = errc::open_failed; break;
+    default: code = errc::statement_failed; break;
+    }
+    std::string words = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    return coord::error(make_error_code(code), path + ": " + words);
+}
+
+}  // namespace detail
+
+/// One SQLite connection to one database file, shared by the threads of a
+/// store object under a timed mutex (SQLite runs one writer at a time
+/// anyway: a second connection would wait on the same lock).
+class database {
+public:
+    /// Opens (or creates) the database at `path` (already resolved) with WAL
+    /// and the durability asked for. Throws store_error naming the file.
+    database(std::filesystem::path path, options opts) : path_(std::move(path)), opts_(opts) {
+        if (opts_.busy_timeout < std::chrono::milliseconds{1} || opts_.busy_timeout > std::chrono::hours{24})
+            throw std::invalid_argument("coord::sqlite::options::busy_timeout must be 1 ms to 24 h");
+        const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+        const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
+        if (rc != SQLITE_OK) fail_open(rc);
+        sqlite3_extended_result_codes(db_, 1);
+        if (sqlite3_db_readonly(db_, "main") == 1)
+            throw store_error(make_error_code(errc::read_only), "coord SQLite store " + path_.string() + ": the file cannot be written");
+        sqlite3_busy_timeout(db_, static_cast<int>(opts_.busy_timeout.count()));
+        // The first statements read the header: a file that is not a
+        // database, or a damaged one, is refused here, never reset.
+        const char* sync = opts_.sync == durability::full ? "PRAGMA synchronous=FULL"
+                           : opts_.sync == durability::normal ? "PRAGMA synchronous=NORMAL"
+                                                              : "PRAGMA synchronous=OFF";
+        for (const char* sql : {"PRAGMA journal_mode=WAL", sync, "PRAGMA foreign_keys=OFF"}) {
+            if (int e = exec_raw(sql); e != SQLITE_OK) fail_open(e);
+        }
+    }
+    database(const database&) = delete;
+    database& operator=(const database&) = delete;
+    ~database() {
+        statements_.clear();
+        if (db_) sqlite3_close_v2(db_);
+    }
+
+    const std::filesystem::path& path() const noexcept { return path_; }
+    const options& opts() const noexcept { return opts_; }
+
+    /// One operation: the connection for this thread, and one transaction.
+    class transaction {
+    public:
+        /// Takes the connection (within the busy timeout) and begins: IMMEDIATE
+        /// when `writes` (the write lock first), else deferred (a snapshot).
+        transaction(database& d, bool writes) : d_(d), writes_(writes), lock_(d.mutex_, std::defer_lock) {
+            if (!lock_.try_lock_for(d.opts_.busy_timeout)) {
+                error_ = coord::error(make_error_code(errc::busy),
+                                      d.path_.string() + ": another thread of this process held the database");
+                return;
+            }
+            if (int rc = d.exec_raw(writes ? "BEGIN IMMEDIATE" : "BEGIN"); rc != SQLITE_OK) {
+                error_ = detail::error_of(rc, d.db_, d.path_.string());
+                return;
+            }
+            open_ = true;
+        }
+        transaction(const transaction&) = delete;
+        transaction& operator=(const transaction&) = delete;
+        ~transaction() {
+            if (open_) (void)d_.exec_raw("ROLLBACK");
+        }
+
+        /// Why the transaction could not begin (busy, I/O), or nothing.
+        const std::optional<coord::error>& failed() const noexcept { return error_; }
+        explicit operator bool() const noexcept { return open_; }
+
+        /// The prepared statement of `sql` (prepared once per connection), reset.
+        result<detail::statement*> prepare(const char* sql) { return d_.prepare(sql); }
+
+        /// Runs a statement that returns no rows.
+        result<void> run(detail::statement& st) {
+            const int rc = st.step();
+            st.reset();
+            if (rc != SQLITE_DONE && rc != SQLITE_ROW) return unexpected(error(rc));
+            return {};
+        }
+        /// Steps a statement: true with a row to read, false at the end.
+        /// (At the end or on an error the statement is reset; after a row
+        /// the caller resets it when done reading.)
+        result<bool> next(detail::statement& st) {
+            const int rc = st.step();
+            if (rc == SQLITE_ROW) return true;
+            st.reset();
+            if (rc == SQLITE_DONE) return false;
+            return unexpected(error(rc));
+        }
+
+        /// Commits. A writing transaction whose COMMIT failed on I/O may or
+        /// may not be in the database (the WAL frames may be there, unsynced):
+        /// errc::outcome_unknown. Any other failure rolled back.
+        result<void> commit() {
+            const int rc = d_.exec_raw("COMMIT");
+            if (rc == SQLITE_OK) {
+                open_ = false;
+                return {};
+            }
+            auto e = error(rc);
+            const bool unsure = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CORRUPT;
+            if (sqlite3_get_autocommit(d_.db_) == 0) (void)d_.exec_raw("ROLLBACK");
+            open_ = false;
+            return unexpected(coord::detail::engine_failure(
+                unsure ? coord::detail::call_fate::lost_after_send : coord::detail::call_fate::failed_on_server,
+                writes_, std::move(e)));
+        }
+
+        /// The connection, for an effect that writes in this transaction.
+        sqlite3* handle() const noexcept { return d_.db_; }
+
+        coord::error error(int rc) const { return detail::error_of(rc, d_.db_, d_.path_.string()); }
+
+    private:
+        database& d_;
+        bool writes_;
+        std::unique_lock<std::timed_mutex> lock_;
+        bool open_ = false;
+        std::optional<coord::error> error_;
+    };
+
+    /// Runs a statement with no parameters (a pragma, BEGIN, a migration's SQL).
+    int exec_raw(const char* sql) noexcept { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
+
+private:
+    [[noreturn]] void fail_open(int rc) {
+        const auto e = detail::error_of(rc, db_, path_.string());
+        throw store_error(e, "coord SQLite store " + e.detail());
+    }
+
+    result<detail::statement*> prepare(const char* sql) {
+        auto it = statements_.find(sql);
+        if (it != statements_.end()) return &it->second->reset();
+        sqlite3_stmt* s = nullptr;
+        const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+        if (rc != SQLITE_OK) return unexpected(detail::error_of(rc, db_, path_.string()));
+        auto [pos, _] = statements_.emplace(sql, std::make_unique<detail::statement>(db_, s));
+        return pos->second.get();
+    }
+
+    std::filesystem::path path_;
+    options opts_;
+    sqlite3* db_ = nullptr;
+    std::timed_mutex mutex_;
+    std::unordered_map<std::string, std::unique_ptr<detail::statement>> statements_;
+};
+
+}  // namespace coord::sqlite

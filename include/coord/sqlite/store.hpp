@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/sqlite/store.hpp: coord's stores on SQLite (libsqlite3), target
+// coord::sqlite. The durable embedded store that scales: every promise for
+// the processes of one machine, at a cost that does not grow with the keys.
+//
+// The engine in layers, one header each:
+//   connection.hpp   errors, options, the connection, one transaction per operation
+//   schema.hpp       numbered migrations, applied when the store opens
+//   fence.hpp lease.hpp reservation.hpp segment.hpp ledger.hpp session.hpp
+//   revocation.hpp   one adapter per capability; each applies the primitive's
+//                    rule (coord/rules/) inside the transaction, the same
+//                    rule the memory and file stores apply
+// and this header, which resolves the path, opens the database, migrates and
+// gathers the adapters.
+//
+//   coord::sqlite::store store{"/var/lib/app/coord.db"};
+//   coord::basic_lease_manager leases{store};
+//
+// Durability: WAL and synchronous=FULL by default: an acknowledged write
+// survives kill -9 and power loss. Every expiry is judged on the store's
+// clock (Clock, the system clock by default: the one clock every process of
+// the machine shares), read inside the transaction. Thread safety: one
+// connection per store object behind a timed mutex; processes share the
+// file through SQLite's locks.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "coord/clock.hpp"
+#include "coord/detail/path.hpp"
+#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/fence.hpp"
+#include "coord/sqlite/lease.hpp"
+#include "coord/sqlite/ledger.hpp"
+#include "coord/sqlite/reservation.hpp"
+#include "coord/sqlite/revocation.hpp"
+#include "coord/sqlite/schema.hpp"
+#include "coord/sqlite/segment.hpp"
+#include "coord/sqlite/session.hpp"
+
+namespace coord::sqlite {
+
+namespace detail {
+
+// The database file's one spelling, refusing what SQLite cannot share safely:
+// a path that is not a regular file (a FIFO would hang the open), and a file
+// with other hard links (SQLite names its WAL after the path: two names of
+// one database would get two WALs and lose writes).
+inline std::filesystem::path checked_path(const std::filesystem::path& given) {
+    auto path = coord::detail::resolve_store_path(given, "coord SQLite store");
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (!S_ISREG(st.st_mode))
+            throw store_error(coord::make_error_code(coord::errc::state_not_regular),
+                              "coord SQLite store " + path.string() + ": not a regular file");
+        if (st.st_nlink > 1)
+            throw store_error(coord::make_error_code(coord::errc::state_hard_linked),
+                              "coord SQLite store " + path.string() + ": the file has other hard links");
+    }
+    return path;
+}
+
+template <class Clock>
+struct store_base {
+    store_base(const std::filesystem::path& path, Clock clock, options opts)
+        : db_(checked_path(path), opts), clock_(std::move(clock)) {}
+    database db_;
+    Clock clock_;
+};
+
+}  // namespace detail
+
+/// SQLite as every store concept of coord.
+template <unix_clock Clock = system_clock>
+class basic_store : private detail::store_base<Clock>,
+                    public fence_adapter,
+                    public lease_adapter<Clock>,
+                    public reservation_adapter,
+                    public segment_adapter,
+                    public ledger_adapter<Clock>,
+                    public session_adapter<Clock>,
+                    public revocation_adapter {
+    using base = detail::store_base<Clock>;
+
+public:
+    /// Opens or creates the database at `path` (every spelling and symbolic
+    /// link of one file gives the same database) and brings its schema to
+    /// this library's version. Throws std::invalid_argument for an option
+    /// out of range; store_error naming the file when it is not a regular
+    /// file, has other hard links, is not a database, is corrupt, cannot be
+    /// written, or its schema is newer. Nothing is ever reset.
+    explicit basic_store(const std::filesystem::path& path, Clock clock = Clock{}, options opts = {})
+        : base(path, std::move(clock), opts),
+          fence_adapter(base::db_),
+          lease_adapter<Clock>(base::db_, base::clock_),
+          reservation_adapter(base::db_),
+          segment_adapter(base::db_),
+          ledger_adapter<Clock>(base::db_, base::clock_),
+          session_adapter<Clock>(base::db_, base::clock_),
+          revocation_adapter(base::db_) {
+        if (auto m = migrate(base::db_); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
+    }
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
+
+    /// The database file's path, resolved.
+    const std::filesystem::path& path() const noexcept { return base::db_.path(); }
+    /// The clock every expiry is judged on.
+    const Clock& clock() const noexcept { return base::clock_; }
+};
+
+/// The everyday SQLite store: every expiry judged on the system clock.
+using store = basic_store<>;
+
+static_assert(fence_store<store>);
+static_assert(fence_update_store<store>);
+static_assert(lease_store<store>);
+static_assert(time_reservation_store<store>);
+static_assert(segment_allocator<store>);
+static_assert(ledger_store<store>);
+static_assert(ledger_run_store<store>);
+static_assert(session_store<store>);
+static_assert(revocation_store<store>);
+
+}  // namespace coord::sqlite
