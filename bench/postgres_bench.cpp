@@ -55,6 +55,10 @@ coord::postgres::store& store() {
     return s;
 }
 
+std::string coninfo_with_schema(const std::string& schema) {
+    return conninfo() + " options='-c search_path=" + schema + "'";
+}
+
 void BM_Floor_PgRoundTrip(benchmark::State& state) {
     PGconn* c = raw_connection();
     must(c, PQprepare(c, "floor", "SELECT $1::bigint", 1, nullptr));
@@ -104,6 +108,32 @@ void BM_Pg_FenceWrite(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Pg_FenceWrite)->UseRealTime();
+
+// A fenced write with KEYS keys already stored (one fresh schema each),
+// to ten keys spread over them: the figure beside memory, file and SQLite
+// (bench/plot_fence_keys.py).
+void BM_Pg_FenceWriteKeys(benchmark::State& state) {
+    const std::string schema = "bench_keys_" + std::to_string(state.range(0)) + "_" + std::to_string(::getpid());
+    PGconn* c = raw_connection();
+    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);  // DROP ... CASCADE lists what it drops
+    must(c, PQexec(c, ("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema).c_str()));
+    const std::string conninfo = coninfo_with_schema(schema);
+    coord::postgres::store s{conninfo};
+    must(c, PQexec(c, ("INSERT INTO " + schema + ".coord_fence (key, highest, written, value) SELECT 'filler' || g, 1, true, "
+                       "'value-of-a-typical-size-0123456789' FROM generate_series(0, " + std::to_string(state.range(0) - 1) + ") g").c_str()));
+    must(c, PQexec(c, ("ANALYZE " + schema + ".coord_fence").c_str()));
+    std::uint64_t token = 1;
+    std::int64_t i = 0;
+    for (auto _ : state) {
+        const std::string key = "filler" + std::to_string((i++ % 10) * (state.range(0) / 10));
+        auto r = s.fence_write(key, ++token, "value-of-a-typical-size-0123456789");
+        if (!r) state.SkipWithError("fence write refused");
+    }
+    state.counters["keys"] = static_cast<double>(state.range(0));
+    must(c, PQexec(c, ("DROP SCHEMA " + schema + " CASCADE").c_str()));
+    PQfinish(c);
+}
+BENCHMARK(BM_Pg_FenceWriteKeys)->Arg(10)->Arg(10'000)->Arg(1'000'000)->UseRealTime();
 
 void BM_Pg_FenceUpdate(benchmark::State& state) {
     auto& s = store();

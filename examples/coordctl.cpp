@@ -56,6 +56,9 @@
 #if defined(COORD_HAS_POSTGRES)
 #include "coord/postgres/store.hpp"
 #endif
+#if defined(COORD_HAS_SQLITE)
+#include "coord/sqlite/store.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
@@ -66,14 +69,14 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH or postgres:CONNINFO; every command with a store takes --timeout DURATION,\n"
+    "  (--store: file:PATH, sqlite:PATH or postgres:CONNINFO; every command with a store takes --timeout DURATION,\n"
     "   500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock wait, postgres 5s)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
     "  lease renew   --store file:PATH --name N --owner O\n"
     "  lease release --store file:PATH --name N --owner O\n"
-    "  snowflake next [--node N] [-n COUNT] [--state file:PATH]\n"
+    "  snowflake next [--node N] [-n COUNT] [--state file:PATH|sqlite:PATH]\n"
     "                (without --state, IDs are unique only within one invocation)\n"
     "  snowflake decode ID\n"
     "  segment next --store file:PATH --tag T [-n COUNT]\n"
@@ -203,6 +206,25 @@ int infra(const coord::file_store& s, const coord::error& ec) {
     return exit_for(ec);
 }
 
+#if defined(COORD_HAS_SQLITE)
+int infra(const coord::sqlite::store& s, const coord::error& ec) {
+    std::fprintf(stderr, "error: %s: %s%s\n", s.path().c_str(), ec.message().c_str(), assumption(ec));
+    return exit_for(ec);
+}
+#endif
+
+/// The --store schemes this coordctl was built with.
+std::string store_schemes() {
+    std::string s = "file:PATH";
+#if defined(COORD_HAS_SQLITE)
+    s += ", sqlite:PATH";
+#endif
+#if defined(COORD_HAS_POSTGRES)
+    s += ", postgres:CONNINFO";
+#endif
+    return s;
+}
+
 #if defined(COORD_HAS_POSTGRES)
 int infra(const coord::postgres::store&, const coord::error& ec) {
     std::fprintf(stderr, "error: postgres: %s%s\n", ec.message().c_str(), assumption(ec));
@@ -215,27 +237,35 @@ int infra(const coord::postgres::store&, const coord::error& ec) {
 template <class F>
 int with_store(const options& o, F&& f) {
     const auto& spec = o.required("store");
-    const auto timeout = o.has("timeout") ? std::optional(o.duration("timeout")) : std::nullopt;
+    // 0: not given (the store's default). (Not an optional: g++ 12 warns falsely.)
+    const std::chrono::milliseconds timeout = o.has("timeout") ? o.duration("timeout") : std::chrono::milliseconds{0};
+    const bool timed = timeout.count() > 0;
     if (spec.rfind("file:", 0) == 0 && spec.size() > 5) {
         coord::file_store_options fo;
-        if (timeout) fo.lock_timeout = *timeout;
+        if (timed) fo.lock_timeout = timeout;
         coord::file_store store(spec.substr(5), {}, fo);
         return f(store);
     }
+#if defined(COORD_HAS_SQLITE)
+    if (spec.rfind("sqlite:", 0) == 0 && spec.size() > 7) {
+        coord::sqlite::options so;
+        if (timed) so.busy_timeout = timeout;
+        coord::sqlite::store store(spec.substr(7), {}, so);
+        return f(store);
+    }
+#endif
 #if defined(COORD_HAS_POSTGRES)
     if (spec.rfind("postgres:", 0) == 0) {
         const auto conninfo = spec.substr(9);
         if (auto why = coord::postgres::conninfo_error(conninfo))
             throw usage_error("--store postgres:CONNINFO: " + printable(*why));
         coord::postgres::options po;
-        if (timeout) po.operation_timeout = po.connect_timeout = *timeout;
+        if (timed) po.operation_timeout = po.connect_timeout = timeout;
         coord::postgres::store store(conninfo, {}, po);
         return f(store);
     }
-    throw usage_error("--store must be file:PATH or postgres:CONNINFO, got '" + spec + "'");
-#else
-    throw usage_error("--store must be file:PATH (this coordctl has no coord::postgres), got '" + spec + "'");
 #endif
+    throw usage_error("--store must be one of " + store_schemes() + ", got '" + printable(spec) + "'");
 }
 
 int fence_command(std::string_view verb, const std::vector<std::string_view>& args) {
@@ -363,8 +393,16 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
             return snowflake_next(store, node, count);
         }
         const auto& spec = o.required("state");
+#if defined(COORD_HAS_SQLITE)
+        if (spec.rfind("sqlite:", 0) == 0 && spec.size() > 7) {
+            coord::sqlite::options so;
+            if (o.has("timeout")) so.busy_timeout = o.duration("timeout");
+            coord::sqlite::store store{spec.substr(7), {}, so};
+            return snowflake_next(store, node, count);
+        }
+#endif
         if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-            throw usage_error("--state must be file:PATH, got '" + spec + "'");
+            throw usage_error("--state must be file:PATH or sqlite:PATH, got '" + printable(spec) + "'");
         coord::file_store_options fo;
         if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
         coord::file_store store{spec.substr(5), {}, fo};
@@ -596,7 +634,7 @@ int session_command(std::string_view verb, const std::vector<std::string_view>& 
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::session_store<Store>) {
-            throw usage_error("this store keeps no sessions (use postgres:CONNINFO)");
+            throw usage_error("this store keeps no sessions (use sqlite:PATH or postgres:CONNINFO)");
         } else {
             coord::basic_session_manager<Store> sessions{store, opt};
             auto refusal = [&](const coord::error& ec) {

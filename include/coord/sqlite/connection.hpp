@@ -225,7 +225,9 @@ public:
         const char* sync = opts_.sync == durability::full ? "PRAGMA synchronous=FULL"
                            : opts_.sync == durability::normal ? "PRAGMA synchronous=NORMAL"
                                                               : "PRAGMA synchronous=OFF";
-        for (const char* sql : {"PRAGMA journal_mode=WAL", sync, "PRAGMA foreign_keys=OFF"}) {
+        // A page cache of up to 64 MiB per store object (allocated as pages
+        // are read): a write's B-tree path stays in memory with millions of keys.
+        for (const char* sql : {"PRAGMA journal_mode=WAL", sync, "PRAGMA cache_size=-65536"}) {
             if (int e = exec_raw(sql); e != SQLITE_OK) fail_open(e);
         }
     }
