@@ -136,7 +136,7 @@ inline std::uint64_t as_u64(std::int64_t v) noexcept { return static_cast<std::u
 /// One prepared statement of the connection; reset after each use.
 class statement {
 public:
-    statement(sqlite3* db, sqlite3_stmt* s) noexcept : db_(db), s_(s) {}
+    explicit statement(sqlite3_stmt* s) noexcept : s_(s) {}
     statement(const statement&) = delete;
     statement& operator=(const statement&) = delete;
     ~statement() { sqlite3_finalize(s_); }
@@ -177,7 +177,6 @@ public:
     }
 
 private:
-    sqlite3* db_;
     sqlite3_stmt* s_;
 };
 
@@ -335,7 +334,7 @@ private:
         sqlite3_stmt* s = nullptr;
         const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
         if (rc != SQLITE_OK) return unexpected(detail::error_of(rc, db_, path_.string()));
-        auto [pos, _] = statements_.emplace(sql, std::make_unique<detail::statement>(db_, s));
+        auto [pos, _] = statements_.emplace(sql, std::make_unique<detail::statement>(s));
         return pos->second.get();
     }
 
