@@ -73,7 +73,7 @@ constexpr const char* usage_text =
     "   500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock wait, postgres 5s)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
-    "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS\n"
+    "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS [--wait DURATION]\n"
     "  lease renew   --store file:PATH --name N --owner O\n"
     "  lease release --store file:PATH --name N --owner O\n"
     "  snowflake next [--node N] [-n COUNT] [--state file:PATH|sqlite:PATH]\n"
@@ -320,14 +320,25 @@ int lease_refusal(const Store& store, const coord::lease_error& e) {
 
 int lease_command(std::string_view verb, const std::vector<std::string_view>& args) {
     if (verb == "acquire") {
-        options o(args, {"store", "name", "owner", "ttl"});
+        options o(args, {"store", "name", "owner", "ttl", "wait"});
         const auto ttl = o.number("ttl");
         if (ttl == 0 || ttl > 100ull * 365 * 24 * 3600 * 1000) throw usage_error("--ttl must be 1 ms to 100 years");
         const auto& name = name_option(o, "name");
         const auto& owner = name_option(o, "owner");
+        const auto wait = o.has("wait") ? o.duration("wait") : std::chrono::milliseconds{0};
         return with_store(o, [&](auto& store) {
+            using Store = std::remove_reference_t<decltype(store)>;
             coord::basic_lease_manager leases{store};
-            auto r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
+            coord::result<coord::lease, coord::lease_error> r;
+            if (wait.count() > 0) {
+                if constexpr (coord::lease_queue_store<Store>) {
+                    r = leases.acquire(name, owner, std::chrono::milliseconds(ttl), std::chrono::steady_clock::now() + wait);
+                } else {
+                    throw usage_error("this store has no waiting acquire yet (use file:, sqlite: or the memory store)");
+                }
+            } else {
+                r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
+            }
             if (!r) return lease_refusal(store, r.error());
             std::printf("token=%llu\n", static_cast<unsigned long long>(r->token));
             return exit_ok;

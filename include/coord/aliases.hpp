@@ -29,6 +29,7 @@ namespace coord {
 static_assert(fence_store<memory_store>);
 static_assert(fence_update_store<memory_store>);
 static_assert(lease_store<memory_store>);
+static_assert(lease_queue_store<memory_store>);
 static_assert(segment_allocator<memory_store>);
 static_assert(time_reservation_store<memory_store>);
 static_assert(ledger_store<memory_store>);
@@ -39,6 +40,7 @@ static_assert(revocation_store<memory_store>);
 static_assert(fence_store<file_store>);
 static_assert(fence_update_store<file_store>);
 static_assert(lease_store<file_store>);
+static_assert(lease_queue_store<file_store>);
 static_assert(time_reservation_store<file_store>);
 static_assert(segment_allocator<file_store>);
 static_assert(ledger_store<file_store>);

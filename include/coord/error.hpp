@@ -121,6 +121,9 @@ enum class errc {
     /// A store's lock was not free within its lock timeout (another process
     /// holds it: paused, or stuck); nothing was done. Retrying later may succeed.
     lock_timeout,
+    /// A waiter's place in a lease's queue lapsed (it was not renewed in
+    /// time): it must queue again, at the back.
+    wait_place_lost,
 };
 
 /// What kind of outcome an error code is, whatever its category: callers
@@ -234,6 +237,7 @@ public:
         case errc::state_hard_linked: return "state file has other hard links (cannot be shared safely)";
         case errc::state_too_large: return "state over the file format's limits (a string over 256 MiB or a state over 1 GiB)";
         case errc::lock_timeout: return "the store's lock was not free within the lock timeout";
+        case errc::wait_place_lost: return "the waiter's place in the lease queue lapsed";
         }
         return "unknown coord error";
     }

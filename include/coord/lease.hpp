@@ -24,6 +24,7 @@
 // writing when it wakes. The resource must check the token (coord/fence.hpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "coord/clock.hpp"
 #include "coord/detail/text.hpp"
@@ -77,6 +79,38 @@ concept lease_store = requires(S& s, std::string_view name, std::string_view own
     { s.lease_read(name) } -> std::same_as<result<std::optional<lease>>>;
 };
 
+/// A lease store whose waiters queue for a name, first come, first served,
+/// and are woken when it comes free (a waiting acquire).
+///
+/// Semantic requirements the compiler cannot check:
+/// - lease_enqueue(name, who, place_ttl) puts a new place at the back of
+///   name's line and returns its ticket (increasing per name). A place
+///   lapses place_ttl after it was last renewed (on the store's clock), so a
+///   waiter that died stops blocking the ones behind it.
+/// - lease_acquire_queued(name, owner, ttl, ticket, place_ttl) is ONE atomic
+///   step: the rule of coord/rules/lease.hpp (lease_queue_rule::acquire):
+///   granted, with a new token, only to the first live place when nobody
+///   holds the lease; else lease_held with `ahead`, and the place renewed;
+///   errc::wait_place_lost for a lapsed place.
+/// - lease_dequeue(name, ticket) leaves the line (no error when the place is
+///   already gone). lease_queue_read(name): the live places, in order.
+/// - lease_wait(name, ticket, ahead, until) returns when this waiter may be
+///   next (a release or an expiry of the lease, the places ahead gone), or
+///   at `until` (steady clock), whichever is first; it may return early.
+///   `ahead` is the waiter's position from its last queued acquire (a store
+///   that polls may poll the first in line sooner). Only the first waiter in
+///   line is woken by a release, not every waiter.
+template <class S>
+concept lease_queue_store =
+    lease_store<S> && requires(S& s, std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
+                               std::uint64_t ticket, std::chrono::steady_clock::time_point until) {
+        { s.lease_enqueue(name, owner, ttl) } -> std::same_as<result<std::uint64_t>>;
+        { s.lease_acquire_queued(name, owner, ttl, ticket, ttl) } -> std::same_as<result<lease, lease_error>>;
+        { s.lease_dequeue(name, ticket) } -> std::same_as<result<void>>;
+        { s.lease_queue_read(name) } -> std::same_as<result<std::vector<lease_waiter>>>;
+        { s.lease_wait(name, ticket, std::size_t{0}, until) } -> std::same_as<void>;
+    };
+
 /// Grants, renews and releases leases in a lease_store, checking the caller's
 /// arguments first. Thread safety: as safe as the store (every model in coord
 /// is thread-safe). Holds a reference: the store must outlive it.
@@ -89,7 +123,10 @@ class basic_lease_manager {
 public:
     explicit basic_lease_manager(Store& store) noexcept : store_(&store) {}
 
-    /// Grants `name` to `owner` for `ttl`, with a new fence token.
+    /// Grants `name` to `owner` for `ttl`, with a new fence token, at once or
+    /// not at all (see the acquire with a deadline to wait). It does not
+    /// queue: a free lease goes to this call even while waiters are in line
+    /// (as a non-fair tryLock does).
     /// Refusals: errc::lease_held (error().holder, token and expires_at say
     /// who and until when), or the store's error. Cost: one store operation.
     /// Throws std::invalid_argument for an empty name or owner, one that is
@@ -99,6 +136,52 @@ public:
                                        std::chrono::duration<Rep, Period> ttl) {
         check(name, owner);
         return store_->lease_acquire(name, owner, checked_ttl(ttl));
+    }
+
+    /// Waits for `name` until `deadline` (steady clock): the lease as soon as
+    /// it is free (released, or its term ended on the store's clock) and
+    /// every waiter that came before has been served; errc::lease_held at
+    /// the deadline (error() says who holds it), or the store's error.
+    /// Waiters are served in arrival order. A waiter keeps its place by a
+    /// short lease of its own (`place_ttl`, renewed while it waits): one that
+    /// dies blocks the ones behind it at most that long. A deadline already
+    /// passed is one queued try.
+    template <class Rep, class Period>
+        requires lease_queue_store<Store>
+    result<lease, lease_error> acquire(std::string_view name, std::string_view owner,
+                                       std::chrono::duration<Rep, Period> ttl,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::chrono::milliseconds place_ttl = std::chrono::seconds{2}) {
+        check(name, owner);
+        const auto term = checked_ttl(ttl);
+        const auto place = checked_ttl(place_ttl);
+        auto ticket = store_->lease_enqueue(name, owner, place);
+        if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
+        for (;;) {
+            auto r = store_->lease_acquire_queued(name, owner, term, *ticket, place);
+            if (r) return r;
+            if (r.error() == errc::wait_place_lost) {  // too slow to renew: queue again
+                ticket = store_->lease_enqueue(name, owner, place);
+                if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
+                continue;
+            }
+            const auto now = std::chrono::steady_clock::now();
+            if (r.error() != errc::lease_held || now >= deadline) {
+                (void)store_->lease_dequeue(name, *ticket);
+                return r;
+            }
+            // Woken by the store, or in time to renew the place.
+            const auto renew_at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 3);
+            store_->lease_wait(name, *ticket, r.error().ahead, std::min(deadline, renew_at));
+        }
+    }
+
+    /// Who waits for `name`, first in line first (live places only).
+    result<std::vector<lease_waiter>> waiters(std::string_view name)
+        requires lease_queue_store<Store>
+    {
+        check_name(name);
+        return store_->lease_queue_read(name);
     }
 
     /// Extends owner's lease on `name` by the term it was granted with.

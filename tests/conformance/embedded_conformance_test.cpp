@@ -5,6 +5,7 @@
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
+#include "conformance/lease_queue_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 #include "conformance/session_store_suite.hpp"
@@ -22,3 +23,5 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SessionStoreConformance, coord::test::mem
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, TimeReservationConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, TimeReservationConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LedgerRunConformance, coord::test::memory_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseQueueConformance, coord::test::memory_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(File, LeaseQueueConformance, coord::test::file_factory);

@@ -66,5 +66,14 @@ grep -q "$dir/notes.txt" "$dir/stderr" && grep -q "not an SQLite database" "$dir
 expect 2 "" -- fence read --store "sqlite:" --key k
 expect 2 "" -- fence read --store "$store" --key k --timeout 0ms
 
+# lease acquire --wait: granted when the holder lets go, or exit 3 at the deadline.
+expect 0 "token=1" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner A --ttl 600000
+( sleep 0.3; "$ctl" lease release --store "sqlite:$dir/wq.db" --name q --owner A >/dev/null ) &
+expect 0 "token=2" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner B --ttl 600000 --wait 20s
+wait
+expect 3 "held by B" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait 100ms
+expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait 0s
+expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait soon
+
 if [ "$failures" -ne 0 ]; then echo "$failures coordctl sqlite check(s) failed"; exit 1; fi
 echo "coordctl sqlite: all checks passed"

@@ -255,5 +255,14 @@ out=$(timeout 20 "$ctl" fence write --store "$store" --key k --token 43 --value 
 kill "$holder"; wait "$holder" 2>/dev/null
 expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k --timeout 1s
 
+# lease acquire --wait: granted when the holder lets go, or exit 3 at the deadline.
+expect 0 "token=1" -- lease acquire --store "file:$dir/wq" --name q --owner A --ttl 600000
+( sleep 0.3; "$ctl" lease release --store "file:$dir/wq" --name q --owner A >/dev/null ) &
+expect 0 "token=2" -- lease acquire --store "file:$dir/wq" --name q --owner B --ttl 600000 --wait 20s
+wait
+expect 3 "held by B" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait 100ms
+expect 2 "" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait 0s
+expect 2 "" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait soon
+
 if [ "$failures" -ne 0 ]; then echo "$failures coordctl check(s) failed"; exit 1; fi
 echo "coordctl: all checks passed"

@@ -2,6 +2,7 @@
 // The conformance suites on SQLite: every suite of every concept it models,
 // the same tests as memory, file and PostgreSQL.
 #include "conformance/fence_store_suite.hpp"
+#include "conformance/lease_queue_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
@@ -17,3 +18,4 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, LedgerStoreConformance, coord::test::sqli
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, SessionStoreConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, TimeReservationConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, LedgerRunConformance, coord::test::sqlite_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, LeaseQueueConformance, coord::test::sqlite_factory);

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
@@ -44,8 +45,18 @@ struct lease_error {
     fence_token token = 0;
     /// When that holder's term ends, on the store's clock.
     std::chrono::nanoseconds expires_at{0};
+    /// For a queued acquire refused with lease_held: how many live waiters
+    /// are ahead of this one (0: first in line).
+    std::size_t ahead = 0;
 
     friend bool operator==(const lease_error& e, errc c) noexcept { return e.code == c; }
+};
+
+/// A waiter's place in the queue of one lease name.
+struct lease_waiter {
+    std::uint64_t ticket = 0;  ///< increasing per name: the arrival order
+    std::string who;
+    std::int64_t until_ns = 0;  ///< the place lapses here (store clock) unless renewed
 };
 
 namespace detail {
@@ -115,6 +126,72 @@ struct lease_rule {
     static std::optional<lease> read(std::string_view name, const record* r, std::int64_t now) {
         if (!r || !live(*r, now)) return std::nullopt;
         return view(name, *r);
+    }
+};
+
+/// The waiting queue of one lease name: first come, first served. A place
+/// is a short lease of its own (renewed by every queued acquire), so a
+/// waiter that died or gave up without leaving stops blocking the ones
+/// behind it when its place lapses.
+struct lease_queue_rule {
+    struct record {
+        std::uint64_t last_ticket = 0;  // never goes back (a lapsed waiter's ticket is never reissued)
+        std::vector<lease_waiter> waiters;  // in arrival order
+        friend bool operator==(const record& a, const record& b) {
+            if (a.last_ticket != b.last_ticket || a.waiters.size() != b.waiters.size()) return false;
+            for (std::size_t i = 0; i < a.waiters.size(); ++i)
+                if (a.waiters[i].ticket != b.waiters[i].ticket || a.waiters[i].until_ns != b.waiters[i].until_ns) return false;
+            return true;
+        }
+    };
+
+    static void purge(record& q, std::int64_t now) {
+        std::erase_if(q.waiters, [&](const lease_waiter& w) { return w.until_ns <= now; });
+    }
+
+    /// A new place at the back of the line.
+    static std::uint64_t enqueue(record& q, std::string_view who, std::int64_t place_ttl_ns, std::int64_t now) {
+        purge(q, now);
+        const std::uint64_t ticket = ++q.last_ticket;
+        q.waiters.push_back(lease_waiter{ticket, std::string(who), add_saturated(now, place_ttl_ns)});
+        return ticket;
+    }
+
+    /// Leaves the line (true when the place was there).
+    static bool leave(record& q, std::uint64_t ticket) {
+        return std::erase_if(q.waiters, [&](const lease_waiter& w) { return w.ticket == ticket; }) > 0;
+    }
+
+    /// The first live place, if any (lapsed places are dropped first).
+    static const lease_waiter* head(record& q, std::int64_t now) {
+        purge(q, now);
+        return q.waiters.empty() ? nullptr : &q.waiters.front();
+    }
+
+    /// The queued acquire: grants the lease to `ticket` when it is first in
+    /// line and nobody holds the lease (the grant takes it out of the line);
+    /// otherwise renews its place and refuses with errc::lease_held, `ahead`
+    /// telling its position. A place that lapsed: errc::wait_place_lost
+    /// (enqueue again, at the back).
+    static result<lease, lease_error> acquire(std::string_view name, lease_rule::record& l, record& q, std::uint64_t ticket,
+                                              std::string_view owner, std::int64_t ttl_ns, std::int64_t place_ttl_ns,
+                                              std::int64_t now) {
+        purge(q, now);
+        std::size_t ahead = 0;
+        auto it = q.waiters.begin();
+        for (; it != q.waiters.end() && it->ticket != ticket; ++it) ++ahead;
+        if (it == q.waiters.end() || it->who != owner) return unexpected(lease_rule::refusal(errc::wait_place_lost, l, now));
+        // The place is renewed once half its term is gone (so that a store
+        // that persists it writes at most twice a term, not on every poll).
+        if (it->until_ns - now < place_ttl_ns / 2) it->until_ns = add_saturated(now, place_ttl_ns);
+        if (ahead > 0 || lease_rule::live(l, now)) {
+            auto e = lease_rule::refusal(errc::lease_held, l, now);
+            e.ahead = ahead;
+            return unexpected(std::move(e));
+        }
+        auto granted = lease_rule::acquire(name, l, owner, ttl_ns, now);
+        if (granted) q.waiters.erase(it);
+        return granted;
     }
 };
 

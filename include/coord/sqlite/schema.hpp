@@ -50,6 +50,11 @@ CREATE INDEX coord_session_user ON coord_session (user_name);
 CREATE TABLE coord_denied_token (jti TEXT PRIMARY KEY, until_s INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE coord_subject_nbf (sub TEXT PRIMARY KEY, not_before_s INTEGER NOT NULL) WITHOUT ROWID;
 )SQL"},
+        {2, "lease queues: waiters in arrival order, each place a short lease", R"SQL(
+CREATE TABLE coord_lease_queue (name TEXT PRIMARY KEY, last_ticket INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE coord_lease_waiter (name TEXT NOT NULL, ticket INTEGER NOT NULL, who TEXT NOT NULL,
+  until_ns INTEGER NOT NULL, PRIMARY KEY (name, ticket)) WITHOUT ROWID;
+)SQL"},
     };
     return all;
 }

@@ -123,6 +123,7 @@ using store = basic_store<>;
 static_assert(fence_store<store>);
 static_assert(fence_update_store<store>);
 static_assert(lease_store<store>);
+static_assert(lease_queue_store<store>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
 static_assert(ledger_store<store>);

@@ -74,6 +74,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/binary.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/lease_poll.hpp"
 #include "coord/detail/path.hpp"
 #include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
@@ -114,6 +115,7 @@ struct file_state {
     string_map<reservation_rule::record> reservations;
     string_map<segment_rule::record> segments;
     string_map<ledger_record> ledger;
+    string_map<lease_queue_rule::record> queues;
 };
 
 /// A file descriptor closed on destruction.
@@ -170,14 +172,16 @@ struct file_format {
     /// whole file. A state over them is refused before anything is written.
     static constexpr std::size_t max_string = std::size_t{256} << 20;
     static constexpr std::size_t max_file = std::size_t{1} << 30;
-    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5 };
+    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5, queues = 6 };
 
     /// The file's bytes, or errc::state_too_large.
     static result<std::string> encode(const file_state& s) {
         byte_writer p;
         p.set_max_string(max_string);
         bool overflowed = false;
-        p.u32(5);
+        // Section 6 only when a waiting acquire was ever used: older coords
+        // read every other file.
+        p.u32(s.queues.empty() ? 5 : 6);
         section_out(p, fences, overflowed, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
@@ -235,6 +239,20 @@ struct file_format {
                 w.str(r.fail_reason);
             }
         });
+        if (!s.queues.empty())
+            section_out(p, queues, overflowed, [&](byte_writer& w) {
+                w.u64(s.queues.size());
+                for (const auto& [k, q] : s.queues) {
+                    w.str(k);
+                    w.u64(q.last_ticket);
+                    w.u64(q.waiters.size());
+                    for (const auto& wt : q.waiters) {
+                        w.u64(wt.ticket);
+                        w.str(wt.who);
+                        w.i64(wt.until_ns);
+                    }
+                }
+            });
         if (overflowed || p.overflowed() || p.size() > max_file - header_size)
             return unexpected(make_error_code(errc::state_too_large));
         byte_writer h;
@@ -338,6 +356,20 @@ struct file_format {
                     rec.fail_reason = r.str();
                     auto key = rec.key;
                     s.ledger.insert_or_assign(std::move(key), std::move(rec));
+                }
+            } else if (id == queues) {
+                for (auto n = r.u64(); n > 0 && r.ok(); --n) {
+                    auto key = r.str();
+                    lease_queue_rule::record q;
+                    q.last_ticket = r.u64();
+                    for (auto m = r.u64(); m > 0 && r.ok(); --m) {
+                        lease_waiter wt;
+                        wt.ticket = r.u64();
+                        wt.who = r.str();
+                        wt.until_ns = r.i64();
+                        q.waiters.push_back(std::move(wt));
+                    }
+                    s.queues.insert_or_assign(std::move(key), std::move(q));
                 }
             } else {
                 // A checksummed section we do not know: written by a newer coord.
@@ -471,6 +503,55 @@ public:
             return detail::lease_rule::release(detail::find_or_insert(s.leases, name), owner, token, now);
         });
     }
+    // lease_queue_store: the queue is a section of the state file; a queued
+    // acquire writes the file only when the lease or the line changed (a
+    // place is renewed twice a term, not on every poll). No notification
+    // crosses processes: lease_wait polls (coord/detail/lease_poll.hpp).
+
+    result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t now) -> result<std::uint64_t> {
+            return detail::lease_queue_rule::enqueue(detail::find_or_insert(s.queues, name), who, place_ttl.count(), now);
+        });
+    }
+    result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
+                                                    std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
+        // The outer result always holds the rule's answer, so that a refusal
+        // that renewed the place is saved too (when anything changed).
+        using answer = result<lease, lease_error>;
+        bool changed = false;
+        auto r = transact<true, lease_error>(
+            [&](detail::file_state& s, std::int64_t now) -> result<answer, lease_error> {
+                auto& q = detail::find_or_insert(s.queues, name);
+                const auto before = q;
+                answer a = detail::lease_queue_rule::acquire(name, detail::find_or_insert(s.leases, name), q, ticket, owner,
+                                                             ttl.count(), place_ttl.count(), now);
+                changed = a.has_value() || !(before == q);
+                return a;
+            },
+            [&](const auto&) { return changed; });
+        if (!r) return unexpected(r.error());
+        return std::move(*r);
+    }
+    result<void> lease_dequeue(std::string_view name, std::uint64_t ticket) {
+        return transact<true, error>([&](detail::file_state& s, std::int64_t) -> result<void> {
+            auto it = s.queues.find(name);
+            if (it != s.queues.end()) (void)detail::lease_queue_rule::leave(it->second, ticket);
+            return {};
+        });
+    }
+    result<std::vector<lease_waiter>> lease_queue_read(std::string_view name) {
+        return transact<false, error>([&](detail::file_state& s, std::int64_t now) -> result<std::vector<lease_waiter>> {
+            auto it = s.queues.find(name);
+            if (it == s.queues.end()) return std::vector<lease_waiter>{};
+            auto q = it->second;
+            detail::lease_queue_rule::purge(q, now);
+            return q.waiters;
+        });
+    }
+    void lease_wait(std::string_view, std::uint64_t, std::size_t ahead, std::chrono::steady_clock::time_point until) {
+        detail::lease_poll_wait(ahead, until);
+    }
+
     result<std::optional<lease>> lease_read(std::string_view name) {
         return transact<false, error>(
             [&](detail::file_state& s, std::int64_t now) -> result<std::optional<lease>> {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <condition_variable>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -103,12 +104,61 @@ public:
     }
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         std::lock_guard lk(lease_mutex_);
-        return detail::lease_rule::release(existing(name), owner, token, now_ns());
+        auto r = detail::lease_rule::release(existing(name), owner, token, now_ns());
+        if (r) wake_first(name);
+        return r;
     }
     result<std::optional<lease>> lease_read(std::string_view name) const {
         std::lock_guard lk(lease_mutex_);
         auto it = leases_.find(name);
         return detail::lease_rule::read(name, it == leases_.end() ? nullptr : &it->second, now_ns());
+    }
+
+    // lease_queue_store -------------------------------------------------------
+    // Waiters of one name in arrival order; a release wakes only the first in
+    // line (its own condition variable), and the first in line also wakes at
+    // the holder's expiry.
+
+    result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
+        std::lock_guard lk(lease_mutex_);
+        return detail::lease_queue_rule::enqueue(detail::find_or_insert(queues_, name), who, place_ttl.count(), now_ns());
+    }
+    result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
+                                                    std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
+        std::lock_guard lk(lease_mutex_);
+        return detail::lease_queue_rule::acquire(name, detail::find_or_insert(leases_, name),
+                                                 detail::find_or_insert(queues_, name), ticket, owner, ttl.count(),
+                                                 place_ttl.count(), now_ns());
+    }
+    result<void> lease_dequeue(std::string_view name, std::uint64_t ticket) {
+        std::lock_guard lk(lease_mutex_);
+        auto it = queues_.find(name);
+        if (it != queues_.end() && detail::lease_queue_rule::leave(it->second, ticket)) wake_first(name);
+        return {};
+    }
+    result<std::vector<lease_waiter>> lease_queue_read(std::string_view name) {
+        std::lock_guard lk(lease_mutex_);
+        auto q = queues_.find(name);
+        if (q == queues_.end()) return std::vector<lease_waiter>{};
+        detail::lease_queue_rule::purge(q->second, now_ns());
+        return q->second.waiters;
+    }
+    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t /*ahead*/,
+                    std::chrono::steady_clock::time_point until) {
+        std::unique_lock lk(lease_mutex_);
+        if (next_in_line(name, ticket)) return;  // already free for it: no wait
+        auto wake_at = until;
+        if (auto l = leases_.find(name); l != leases_.end() && detail::lease_rule::live(l->second, now_ns())) {
+            const auto left = std::chrono::nanoseconds{l->second.expires_ns - now_ns()};
+            if (left < until - std::chrono::steady_clock::now())
+                wake_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+        }
+        waiting w;
+        auto& slot = waiting_[std::string(name)];
+        slot[ticket] = &w;
+        w.cv.wait_until(lk, wake_at, [&] { return w.woken; });
+        slot.erase(ticket);
+        if (slot.empty()) waiting_.erase(std::string(name));
     }
 
     // time_reservation_store ----------------------------------------------
@@ -298,6 +348,34 @@ private:
         return scratch_;
     }
 
+    // A waiter blocked in lease_wait (on its own stack).
+    struct waiting {
+        std::condition_variable cv;
+        bool woken = false;
+    };
+    // True when `ticket` is first in line and the lease is free (lease_mutex_ held).
+    bool next_in_line(std::string_view name, std::uint64_t ticket) {
+        auto q = queues_.find(name);
+        if (q == queues_.end()) return false;
+        const auto* first = detail::lease_queue_rule::head(q->second, now_ns());
+        if (!first || first->ticket != ticket) return false;
+        auto l = leases_.find(name);
+        return l == leases_.end() || !detail::lease_rule::live(l->second, now_ns());
+    }
+    // Wakes the first waiter in line of `name`, if it is waiting (lease_mutex_ held).
+    void wake_first(std::string_view name) {
+        auto q = queues_.find(name);
+        if (q == queues_.end()) return;
+        const auto* first = detail::lease_queue_rule::head(q->second, now_ns());
+        if (!first) return;
+        auto s = waiting_.find(std::string(name));
+        if (s == waiting_.end()) return;
+        auto w = s->second.find(first->ticket);
+        if (w == s->second.end()) return;
+        w->second->woken = true;
+        w->second->cv.notify_one();
+    }
+
     Clock clock_;
     std::int64_t unix_offset_ns_ = 0;  // added to a steady clock's readings
     mutable std::mutex fence_mutex_;
@@ -305,6 +383,8 @@ private:
     mutable std::mutex lease_mutex_;
     detail::string_map<detail::lease_rule::record> leases_;
     detail::lease_rule::record scratch_;  // guarded by lease_mutex_
+    detail::string_map<detail::lease_queue_rule::record> queues_;  // guarded by lease_mutex_
+    std::unordered_map<std::string, std::unordered_map<std::uint64_t, waiting*>> waiting_;  // guarded by lease_mutex_
     std::mutex reservation_mutex_;
     detail::string_map<detail::reservation_rule::record> reservations_;
     ledger_record* find_record(std::string_view key) {
