@@ -216,8 +216,10 @@ public:
         const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
         if (rc != SQLITE_OK) fail_open(rc);
         sqlite3_extended_result_codes(db_, 1);
-        if (sqlite3_db_readonly(db_, "main") == 1)
+        if (sqlite3_db_readonly(db_, "main") == 1) {
+            close();
             throw store_error(make_error_code(errc::read_only), "coord SQLite store " + path_.string() + ": the file cannot be written");
+        }
         sqlite3_busy_timeout(db_, static_cast<int>(opts_.busy_timeout.count()));
         // The first statements read the header: a file that is not a
         // database, or a damaged one, is refused here, never reset.
@@ -232,10 +234,7 @@ public:
     }
     database(const database&) = delete;
     database& operator=(const database&) = delete;
-    ~database() {
-        statements_.clear();
-        if (db_) sqlite3_close_v2(db_);
-    }
+    ~database() { close(); }
 
     const std::filesystem::path& path() const noexcept { return path_; }
     const options& opts() const noexcept { return opts_; }
@@ -323,9 +322,16 @@ public:
     int exec_raw(const char* sql) noexcept { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
 
 private:
+    // A constructor that throws runs no destructor: the handle is closed first.
     [[noreturn]] void fail_open(int rc) {
         const auto e = detail::error_of(rc, db_, path_.string());
+        close();
         throw store_error(e, "coord SQLite store " + e.detail());
+    }
+    void close() noexcept {
+        statements_.clear();
+        if (db_) sqlite3_close_v2(db_);
+        db_ = nullptr;
     }
 
     result<detail::statement*> prepare(const char* sql) {
