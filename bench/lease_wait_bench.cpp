@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +22,9 @@
 #include <vector>
 
 #include "coord/lease.hpp"
+#if defined(COORD_BENCH_POSTGRES)
+#include "coord/postgres/store.hpp"
+#endif
 #include "coord/sqlite/store.hpp"
 #include "coord/storage/memory.hpp"
 
@@ -66,6 +71,20 @@ struct sqlite_maker {
     }
     ~sqlite_maker() { remove_db(path); }
 };
+
+#if defined(COORD_BENCH_POSTGRES)
+// PostgreSQL from COORD_PG_CONNINFO (the benches fail visibly without it).
+struct postgres_maker {
+    using store = counting<coord::postgres::store>;
+    std::unique_ptr<store> make() {
+        const char* c = std::getenv("COORD_PG_CONNINFO");
+        if (!c || !*c) throw std::runtime_error("COORD_PG_CONNINFO is not set");
+        auto s = std::make_unique<store>(c);
+        // A fresh name each run: no waiters left from an earlier one.
+        return s;
+    }
+};
+#endif
 
 // Two threads pass the lease back and forth through the queue: each
 // iteration is one release and the other's grant.
@@ -143,7 +162,9 @@ void release_ops(benchmark::State& state) {
             ts.emplace_back([&, i] {
                 std::string me = "w";  // (not "w" + to_string: g++ 12's -Wrestrict false positive)
                 me += std::to_string(i);
-                auto l = leases.acquire("job", me, 10s, steady::now() + 120s);
+                // A long place: no renewals during the round, so what is
+                // counted is what the releases cause.
+                auto l = leases.acquire("job", me, 10s, steady::now() + 120s, std::chrono::milliseconds{60000});
                 if (l) (void)leases.release(*l);
             });
         while (leases.waiters("job").value_or(std::vector<coord::lease_waiter>{}).size() < static_cast<std::size_t>(waiters))
@@ -162,6 +183,14 @@ void BM_ReleaseOps_Memory(benchmark::State& state) { release_ops<memory_maker>(s
 void BM_ReleaseOps_Sqlite(benchmark::State& state) { release_ops<sqlite_maker>(state); }
 BENCHMARK(BM_ReleaseOps_Memory)->Arg(100)->Iterations(3)->UseRealTime();
 BENCHMARK(BM_ReleaseOps_Sqlite)->Arg(100)->Iterations(1)->UseRealTime();
+#if defined(COORD_BENCH_POSTGRES)
+void BM_Handover_Postgres(benchmark::State& state) { handover<postgres_maker>(state); }
+void BM_Floor_Acquire_Postgres(benchmark::State& state) { floor_acquire<postgres_maker>(state); }
+void BM_ReleaseOps_Postgres(benchmark::State& state) { release_ops<postgres_maker>(state); }
+BENCHMARK(BM_Handover_Postgres)->UseRealTime()->Iterations(300);
+BENCHMARK(BM_Floor_Acquire_Postgres)->UseRealTime();
+BENCHMARK(BM_ReleaseOps_Postgres)->Arg(100)->Iterations(1)->UseRealTime();
+#endif
 
 }  // namespace
 

@@ -334,7 +334,7 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
                 if constexpr (coord::lease_queue_store<Store>) {
                     r = leases.acquire(name, owner, std::chrono::milliseconds(ttl), std::chrono::steady_clock::now() + wait);
                 } else {
-                    throw usage_error("this store has no waiting acquire yet (use file:, sqlite: or the memory store)");
+                    throw usage_error("this store has no waiting acquire");
                 }
             } else {
                 r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));

@@ -30,6 +30,7 @@
 #include "coord/lease.hpp"
 #include "coord/storage/file.hpp"
 #include "support/child_process.hpp"
+#include "support/lease_wait_process.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -500,6 +501,22 @@ TEST(FileStoreIdentity, OverTheFormatsLimitsIsRefusedBeforeWriting) {
     } catch (const coord::store_error& e) {
         EXPECT_EQ(e.code(), coord::errc::state_too_large) << e.what();
     }
+}
+
+}  // namespace
+
+namespace {
+
+// The waiting acquire across processes on the file store (polled).
+TEST(FileStoreWait, AKilledWaiterDelaysTheNextNoLongerThanItsPlace) {
+    coord::test::scratch_dir dir;
+    coord::test::killed_waiter_delays_the_next_no_longer_than_its_place(
+        [&] { return std::make_unique<coord::file_store>(dir / "state"); });
+}
+
+TEST(FileStoreWait, AStoppedHolderLosesToTheFirstWaiterAndItsLateWriteIsRefused) {
+    coord::test::scratch_dir dir;
+    coord::test::stopped_holder_loses_to_the_first_waiter([&] { return std::make_unique<coord::file_store>(dir / "state"); });
 }
 
 }  // namespace

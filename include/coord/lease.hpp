@@ -170,9 +170,13 @@ public:
                 (void)store_->lease_dequeue(name, *ticket);
                 return r;
             }
-            // Woken by the store, or in time to renew the place.
-            const auto renew_at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 3);
-            store_->lease_wait(name, *ticket, r.error().ahead, std::min(deadline, renew_at));
+            // Woken by the store (a release), at the end of the holder's term
+            // (the first in line), or in time to renew the place.
+            auto wake = std::min(deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 3));
+            const auto& e = r.error();
+            if (e.ahead == 0 && e.now.count() != 0 && e.expires_at > e.now)
+                wake = std::min(wake, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(e.expires_at - e.now));
+            store_->lease_wait(name, *ticket, e.ahead, wake);
         }
     }
 

@@ -84,6 +84,13 @@ else
 fi
 expect 2 "" -- session create --store "file:/tmp/coordctl_pg_nosessions.$$" --user alice
 rm -f /tmp/coordctl_pg_nosessions.$$ /tmp/coordctl_pg_nosessions.$$.lock
+# lease acquire --wait: granted when the holder lets go (NOTIFY), or exit 3 at the deadline.
+expect 0 "token=1" -- lease acquire --store "$store" --name "w$run" --owner A --ttl 600000
+( sleep 0.3; "$ctl" lease release --store "$store" --name "w$run" --owner A >/dev/null ) &
+expect 0 "token=2" -- lease acquire --store "$store" --name "w$run" --owner B --ttl 600000 --wait 20s
+wait
+expect 3 "held by B" -- lease acquire --store "$store" --name "w$run" --owner C --ttl 600000 --wait 100ms
+
 # A paused server (SIGSTOP): --timeout bounds the command; it exits 1 and
 # says what the caller may assume (a new process cannot connect: not applied).
 if [ -n "$pg_script" ]; then

@@ -3,6 +3,7 @@
 // The suites' manual clock is sent with each call here; tests in
 // postgres_test.cpp check that the everyday store judges on the server's clock.
 #include "conformance/fence_store_suite.hpp"
+#include "conformance/lease_queue_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
@@ -18,3 +19,4 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerStoreConformance, coord::test::po
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SessionStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TimeReservationConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerRunConformance, coord::test::postgres_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseQueueConformance, coord::test::postgres_factory);

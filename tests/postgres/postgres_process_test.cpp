@@ -25,6 +25,7 @@
 #include "coord/snowflake.hpp"
 #include "postgres/pg_support.hpp"
 #include "support/child_process.hpp"
+#include "support/lease_wait_process.hpp"
 
 namespace {
 
@@ -441,6 +442,22 @@ TEST(PostgresProcess, LedgerWorkersSurviveAServerRestartWithOneEffectPerSlot) {
                                     "WHERE e.slot = l.key) <> 1"),
               "0");
     EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM effects"), std::to_string(slots));
+}
+
+}  // namespace
+
+namespace {
+
+// The waiting acquire across processes on PostgreSQL (waiters woken by NOTIFY).
+TEST(PostgresProcessWait, AKilledWaiterDelaysTheNextNoLongerThanItsPlace) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    coord::test::killed_waiter_delays_the_next_no_longer_than_its_place(
+        [&] { return std::make_unique<coord::postgres::store>(conninfo); });
+}
+
+TEST(PostgresProcessWait, AStoppedHolderLosesToTheFirstWaiterAndItsLateWriteIsRefused) {
+    const std::string conninfo = coord::test::pg_fresh_schema();
+    coord::test::stopped_holder_loses_to_the_first_waiter([&] { return std::make_unique<coord::postgres::store>(conninfo); });
 }
 
 }  // namespace

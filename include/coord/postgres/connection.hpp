@@ -373,6 +373,35 @@ public:
         return out;
     }
 
+    /// LISTENs on `channel` (an identifier the engine made), runs `check` (a
+    /// statement answering one boolean: true when there is no need to wait,
+    /// so that a NOTIFY sent just before the LISTEN is not missed), then
+    /// waits for a notification on the channel until `wake`; UNLISTENs.
+    /// Statements run under `until` (the call's deadline).
+    result<void> wait_notification(const std::string& channel, const char* check, const std::vector<param_value>& params,
+                                   coord::detail::deadline wake, coord::detail::deadline until) {
+        auto listen = exec(("LISTEN " + channel).c_str(), {}, false, false, until);
+        if (!listen) return unexpected(listen.error());
+        auto r = exec(check, params, false, true, until);
+        bool done = !r || (r->rows() == 1 && r->boolean(0, 0));
+        while (!done && conn_) {
+            PQconsumeInput(conn_);
+            while (PGnotify* n = PQnotifies(conn_)) {
+                done = done || channel == n->relname;
+                PQfreemem(n);
+            }
+            if (done) break;
+            const auto w = coord::detail::wait_fd(PQsocket(conn_), POLLIN, wake);
+            if (w != coord::detail::wait_result::ready) break;
+            if (PQconsumeInput(conn_) != 1) return lost(false, false, errc::connection_failed);
+        }
+        if (!conn_) return {};
+        auto unlisten = exec(("UNLISTEN " + channel).c_str(), {}, false, false, until);
+        while (PGnotify* late = conn_ ? PQnotifies(conn_) : nullptr) PQfreemem(late);  // dropped with the channel
+        if (!unlisten) return unexpected(unlisten.error());
+        return {};
+    }
+
 private:
     // The error a failed answer is (nullopt when it succeeded).
     static std::optional<coord::error> statement_error(const answer& a, bool writes) {
@@ -538,6 +567,13 @@ public:
         result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
             return c_->pipeline(steps, writes, until_);
+        }
+        /// Waits for a NOTIFY on `channel` until `wake` (see connection::wait_notification).
+        result<void> wait_notification(const std::string& channel, const char* check,
+                                       const std::vector<detail::param_value>& params, coord::detail::deadline wake) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            until_ = std::max(until_, wake + p_.opts_.operation_timeout);  // the wait is the call's purpose
+            return c_->wait_notification(channel, check, params, wake, until_);
         }
 
     private:

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "coord/detail/sha256.hpp"
 #include "coord/lease.hpp"
 #include "coord/postgres/connection.hpp"
 
@@ -26,7 +27,7 @@ namespace coord::postgres {
 template <class Clock>
 class lease_adapter {
 public:
-    lease_adapter(pool& p, const Clock& clock) noexcept : pool_(p), clock_(clock) {}
+    lease_adapter(pool& p, pool& listeners, const Clock& clock) noexcept : pool_(p), listeners_(listeners), clock_(clock) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {
@@ -60,6 +61,70 @@ public:
                                           std::chrono::nanoseconds{r->i64(0, 2)}, std::chrono::nanoseconds{r->i64(0, 3)}}};
     }
 
+    // lease_queue_store: the line in coord_lease_queue / coord_lease_waiter,
+    // the rule of lease_queue_rule in coord_lease_acquire_queued (1 round
+    // trip each). A waiter LISTENs on its place's own channel; a release (or
+    // a waiter leaving) NOTIFYs only the first in line, so a release wakes
+    // one waiter, not all. A wait takes a connection of the store's
+    // listener pool (not the pool calls use): 3 round trips (LISTEN, the
+    // check, UNLISTEN) around the wait.
+
+    result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
+        using namespace detail;
+        pool::call c(pool_);
+        auto r = c.exec("SELECT coord_lease_enqueue($1, $2, $3, $4)",
+                        {param(name), param(who), param(place_ttl.count()), now_ns_param(clock_)}, true);
+        if (!r) return unexpected(r.error());
+        if (r->rows() != 1) return unexpected(make_error_code(errc::bad_answer));
+        return r->u64(0, 0);
+    }
+    result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
+                                                    std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
+        using namespace detail;
+        pool::call c(pool_);
+        auto r = c.exec("SELECT * FROM coord_lease_acquire_queued($1, $2, $3, $4, $5, $6)",
+                        {param(name), param(owner), param(ttl.count()), param_u64(ticket), param(place_ttl.count()),
+                         now_ns_param(clock_)},
+                        true);
+        if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
+        if (r->rows() != 1) return unexpected(lease_error{make_error_code(errc::bad_answer), {}, 0, {}});
+        const auto status = r->i64(0, 0);
+        lease l{std::string(name), r->text(0, 1), r->u64(0, 2), std::chrono::nanoseconds{r->i64(0, 3)},
+                std::chrono::nanoseconds{r->i64(0, 4)}};
+        if (status == 0) return l;
+        lease_error e{coord::make_error_code(status == 3 ? coord::errc::wait_place_lost : coord::errc::lease_held), l.owner,
+                      l.token, l.expires_at};
+        e.ahead = static_cast<std::size_t>(r->u64(0, 5));
+        e.now = std::chrono::nanoseconds{r->i64(0, 6)};
+        return unexpected(std::move(e));
+    }
+    result<void> lease_dequeue(std::string_view name, std::uint64_t ticket) {
+        using namespace detail;
+        pool::call c(pool_);
+        auto r = c.exec("SELECT coord_lease_dequeue($1, $2, $3)", {param(name), param_u64(ticket), now_ns_param(clock_)}, true);
+        if (!r) return unexpected(r.error());
+        return {};
+    }
+    result<std::vector<lease_waiter>> lease_queue_read(std::string_view name) {
+        using namespace detail;
+        pool::call c(pool_);
+        auto r = c.exec("SELECT ticket, who, until_ns FROM coord_lease_waiter WHERE name = $1 AND until_ns > coord_now_ns($2) "
+                        "ORDER BY ticket",
+                        {param(name), now_ns_param(clock_)}, false);
+        if (!r) return unexpected(r.error());
+        std::vector<lease_waiter> out;
+        for (int i = 0; i < r->rows(); ++i) out.push_back(lease_waiter{r->u64(i, 0), r->text(i, 1), r->i64(i, 2)});
+        return out;
+    }
+    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t, std::chrono::steady_clock::time_point until) {
+        using namespace detail;
+        pool::call c(listeners_);
+        const std::string channel = "coord_lw_" + coord::detail::sha256_hex(name).substr(0, 32) + "_" + std::to_string(ticket);
+        // Any failure only ends the wait early: the waiter asks the store again.
+        (void)c.wait_notification(channel, "SELECT coord_lease_next_in_line($1, $2, $3)",
+                                  {param(name), param_u64(ticket), now_ns_param(clock_)}, until);
+    }
+
 private:
     // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.
     result<lease, lease_error> call(const char* sql, std::string_view name, std::vector<detail::param_value> params,
@@ -77,6 +142,7 @@ private:
     }
 
     pool& pool_;
+    pool& listeners_;
     const Clock& clock_;
 };
 

@@ -313,6 +313,105 @@ BEGIN
   RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
 END $$;
 )SQL"},
+        {3, "lease queues: waiters in arrival order, each place a short lease, a release notifying the first in line", R"SQL(
+CREATE TABLE IF NOT EXISTS coord_lease_queue (name text PRIMARY KEY, last_ticket bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS coord_lease_waiter (name text NOT NULL, ticket bigint NOT NULL, who text NOT NULL,
+  until_ns bigint NOT NULL, PRIMARY KEY (name, ticket));
+
+-- One notification channel per place, so that a NOTIFY reaches only that waiter.
+CREATE OR REPLACE FUNCTION coord_lease_channel(p_name text, p_ticket bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
+$$ SELECT 'coord_lw_' || left(encode(sha256(convert_to(p_name, 'UTF8')), 'hex'), 32) || '_' || p_ticket::text $$;
+
+-- Wakes the first live waiter of a name (delivered when the transaction commits).
+CREATE OR REPLACE FUNCTION coord_lease_wake(p_name text, p_now bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE t bigint;
+BEGIN
+  SELECT ticket INTO t FROM coord_lease_waiter WHERE name = p_name AND until_ns > coord_now_ns(p_now)
+    ORDER BY ticket LIMIT 1;
+  IF FOUND THEN PERFORM pg_notify(coord_lease_channel(p_name, t), ''); END IF;
+END $$;
+
+-- A new place at the back of the line; the queue row's lock orders the tickets.
+CREATE OR REPLACE FUNCTION coord_lease_enqueue(p_name text, p_who text, p_place bigint, p_now bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE now_ns bigint := coord_now_ns(p_now); t bigint;
+BEGIN
+  INSERT INTO coord_lease_queue(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  UPDATE coord_lease_queue SET last_ticket = last_ticket + 1 WHERE name = p_name RETURNING last_ticket INTO t;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND until_ns <= now_ns;
+  INSERT INTO coord_lease_waiter VALUES (p_name, t, p_who, now_ns + p_place);
+  RETURN t;
+END $$;
+
+-- The queued acquire (lease_queue_rule::acquire): status 0 granted; 1 held
+-- (o_ahead the places before this one; the place renewed once half its term
+-- is gone); 3 the place lapsed or is another owner's. o_now: the server's now.
+CREATE OR REPLACE FUNCTION coord_lease_acquire_queued(p_name text, p_owner text, p_ttl bigint, p_ticket bigint,
+  p_place bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint, o_ahead bigint, o_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE now_ns bigint := coord_now_ns(p_now); r coord_lease; w coord_lease_waiter; ahead bigint; live boolean;
+BEGIN
+  -- Lock order everywhere: the queue row, then the lease row.
+  INSERT INTO coord_lease_queue(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  PERFORM 1 FROM coord_lease_queue WHERE name = p_name FOR UPDATE;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND until_ns <= now_ns;
+  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  live := r.held AND now_ns < r.expires_ns;
+  SELECT * INTO w FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  IF NOT FOUND OR w.who <> p_owner THEN
+    IF live THEN RETURN QUERY SELECT 3, r.holder, r.token, r.ttl_ns, r.expires_ns, 0::bigint, now_ns;
+    ELSE RETURN QUERY SELECT 3, ''::text, 0::bigint, 0::bigint, 0::bigint, 0::bigint, now_ns; END IF;
+    RETURN;
+  END IF;
+  SELECT count(*) INTO ahead FROM coord_lease_waiter WHERE name = p_name AND ticket < p_ticket;
+  IF w.until_ns - now_ns < p_place / 2 THEN
+    UPDATE coord_lease_waiter SET until_ns = now_ns + p_place WHERE name = p_name AND ticket = p_ticket;
+  END IF;
+  IF ahead > 0 OR live THEN
+    IF live THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns, ahead, now_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint, ahead, now_ns; END IF;
+    RETURN;
+  END IF;
+  UPDATE coord_lease SET last_token = r.last_token + 1, held = true, holder = p_owner, token = r.last_token + 1,
+    ttl_ns = p_ttl, expires_ns = now_ns + p_ttl WHERE name = p_name;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  RETURN QUERY SELECT 0, p_owner, r.last_token + 1, p_ttl, now_ns + p_ttl, 0::bigint, now_ns;
+END $$;
+
+CREATE OR REPLACE FUNCTION coord_lease_dequeue(p_name text, p_ticket bigint, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  IF FOUND THEN PERFORM coord_lease_wake(p_name, p_now); END IF;
+END $$;
+
+-- True when `p_ticket` is first in line and nobody holds the lease (a waiter
+-- checks this after LISTEN, so that a release just before is not missed).
+CREATE OR REPLACE FUNCTION coord_lease_next_in_line(p_name text, p_ticket bigint, p_now bigint) RETURNS boolean
+LANGUAGE sql AS $$
+  SELECT coalesce((SELECT ticket FROM coord_lease_waiter WHERE name = p_name AND until_ns > coord_now_ns(p_now)
+                   ORDER BY ticket LIMIT 1) = p_ticket, false)
+     AND NOT EXISTS (SELECT 1 FROM coord_lease WHERE name = p_name AND held AND coord_now_ns(p_now) < expires_ns)
+$$;
+
+-- The release, as in migration 1, now waking the first waiter in line.
+CREATE OR REPLACE FUNCTION coord_lease_release(p_name text, p_owner text, p_token bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns());
+BEGIN
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF NOT FOUND OR NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
+    IF FOUND AND r.held AND now_ns < r.expires_ns THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
+    RETURN;
+  END IF;
+  UPDATE coord_lease SET held = false, holder = '', expires_ns = 0 WHERE name = p_name;
+  PERFORM coord_lease_wake(p_name, p_now);
+  RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -55,8 +55,16 @@ namespace detail {
 // The pool and the clock, built before the adapters that refer to them.
 template <class Clock>
 struct store_base {
-    store_base(std::string conninfo, Clock clock, options opts) : pool_(std::move(conninfo), opts), clock_(std::move(clock)) {}
+    store_base(std::string conninfo, Clock clock, options opts)
+        : pool_(conninfo, opts), listeners_(std::move(conninfo), listener_options(opts)), clock_(std::move(clock)) {}
+    // Waiting acquires hold a connection for their wait: a pool of their own,
+    // opened as waits need them, so that waiters never starve the calls.
+    static options listener_options(options o) {
+        o.pool_size = 64;
+        return o;
+    }
     pool pool_;
+    pool listeners_;
     Clock clock_;
 };
 }  // namespace detail
@@ -83,7 +91,7 @@ public:
     explicit basic_store(std::string conninfo, Clock clock = Clock{}, options opts = {})
         : base(std::move(conninfo), std::move(clock), opts),
           fence_adapter(base::pool_),
-          lease_adapter<Clock>(base::pool_, base::clock_),
+          lease_adapter<Clock>(base::pool_, base::listeners_, base::clock_),
           reservation_adapter(base::pool_),
           segment_adapter(base::pool_),
           ledger_adapter<Clock>(base::pool_, base::clock_),
@@ -124,6 +132,7 @@ using store = basic_store<>;
 static_assert(fence_store<store>);
 static_assert(fence_update_store<store>);
 static_assert(lease_store<store>);
+static_assert(lease_queue_store<store>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
 static_assert(ledger_store<store>);

@@ -48,6 +48,9 @@ struct lease_error {
     /// For a queued acquire refused with lease_held: how many live waiters
     /// are ahead of this one (0: first in line).
     std::size_t ahead = 0;
+    /// The store's clock when it refused (0 when not known): expires_at - now
+    /// is how long the holder's term still runs.
+    std::chrono::nanoseconds now{0};
 
     friend bool operator==(const lease_error& e, errc c) noexcept { return e.code == c; }
 };
@@ -82,6 +85,7 @@ struct lease_rule {
 
     static lease_error refusal(errc c, const record& r, std::int64_t now) {
         lease_error e{make_error_code(c), {}, 0, {}};
+        e.now = std::chrono::nanoseconds{now};
         if (live(r, now)) {
             e.holder = r.holder;
             e.token = r.token;
