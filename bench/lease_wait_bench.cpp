@@ -4,6 +4,8 @@
 //   BM_Handover_<store>          a holder releases, the one waiter is granted: real time from the
 //                                release to the grant, per handover
 //   BM_Floor_Acquire_<store>     a bare acquire + release on the same store (no waiting)
+// Stores: memory, file (fsync off), SQLite (synchronous=OFF), PostgreSQL
+// (COORD_PG_CONNINFO).
 //   BM_ReleaseOps_<store>/100    100 waiters in line; each handover (release, the next grant):
 //                                the queued acquires every waiter made meanwhile
 //                                (counter ops_per_release; target: a constant where the store notifies)
@@ -26,6 +28,7 @@
 #include "coord/postgres/store.hpp"
 #endif
 #include "coord/sqlite/store.hpp"
+#include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {
@@ -70,6 +73,20 @@ struct sqlite_maker {
                                        coord::sqlite::options{.sync = coord::sqlite::durability::off});
     }
     ~sqlite_maker() { remove_db(path); }
+};
+
+struct file_maker {
+    using store = counting<coord::file_store>;
+    std::filesystem::path path = db_path("handover.state");
+    std::unique_ptr<store> make() {
+        std::filesystem::remove(path);
+        std::filesystem::remove(path.string() + ".lock");
+        return std::make_unique<store>(path, coord::system_clock{}, coord::file_store_options{.fsync = false});
+    }
+    ~file_maker() {
+        std::filesystem::remove(path);
+        std::filesystem::remove(path.string() + ".lock");
+    }
 };
 
 #if defined(COORD_BENCH_POSTGRES)
@@ -183,6 +200,12 @@ void BM_ReleaseOps_Memory(benchmark::State& state) { release_ops<memory_maker>(s
 void BM_ReleaseOps_Sqlite(benchmark::State& state) { release_ops<sqlite_maker>(state); }
 BENCHMARK(BM_ReleaseOps_Memory)->Arg(100)->Iterations(3)->UseRealTime();
 BENCHMARK(BM_ReleaseOps_Sqlite)->Arg(100)->Iterations(1)->UseRealTime();
+void BM_Handover_File(benchmark::State& state) { handover<file_maker>(state); }
+void BM_Floor_Acquire_File(benchmark::State& state) { floor_acquire<file_maker>(state); }
+void BM_ReleaseOps_File(benchmark::State& state) { release_ops<file_maker>(state); }
+BENCHMARK(BM_Handover_File)->UseRealTime()->Iterations(300);
+BENCHMARK(BM_Floor_Acquire_File)->UseRealTime();
+BENCHMARK(BM_ReleaseOps_File)->Arg(100)->Iterations(1)->UseRealTime();
 #if defined(COORD_BENCH_POSTGRES)
 void BM_Handover_Postgres(benchmark::State& state) { handover<postgres_maker>(state); }
 void BM_Floor_Acquire_Postgres(benchmark::State& state) { floor_acquire<postgres_maker>(state); }
