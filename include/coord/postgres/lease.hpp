@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "coord/detail/lease_poll.hpp"
 #include "coord/detail/sha256.hpp"
 #include "coord/lease.hpp"
 #include "coord/postgres/connection.hpp"
@@ -116,13 +117,16 @@ public:
         for (int i = 0; i < r->rows(); ++i) out.push_back(lease_waiter{r->u64(i, 0), r->text(i, 1), r->i64(i, 2)});
         return out;
     }
-    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t, std::chrono::steady_clock::time_point until) {
+    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t ahead,
+                    std::chrono::steady_clock::time_point until) {
         using namespace detail;
         pool::call c(listeners_);
         const std::string channel = "coord_lw_" + coord::detail::sha256_hex(name).substr(0, 32) + "_" + std::to_string(ticket);
-        // Any failure only ends the wait early: the waiter asks the store again.
-        (void)c.wait_notification(channel, "SELECT coord_lease_next_in_line($1, $2, $3)",
-                                  {param(name), param_u64(ticket), now_ns_param(clock_)}, until);
+        auto waited = c.wait_notification(channel, "SELECT coord_lease_next_in_line($1, $2, $3)",
+                                          {param(name), param_u64(ticket), now_ns_param(clock_)}, until);
+        // No listener connection or the server unreachable: wait as a polled
+        // store does rather than ask again at once.
+        if (!waited) coord::detail::lease_poll_wait(ahead, until);
     }
 
 private:
