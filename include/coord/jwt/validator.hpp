@@ -344,6 +344,14 @@ errc basic_validator<Clock, Revocation>::judge_header(std::string_view header_te
     return {};
 }
 
+// g++ 12 at -O1 (the TSan build) reports the error assigned over `out` below
+// as maybe-uninitialized: a false positive in its variant analysis. Returning
+// the error as a new object instead would cost a move of the claims on the
+// success path (measured +2% per HS256 validation).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <unix_clock Clock, class Revocation>
 result<claims> basic_validator<Clock, Revocation>::validate(std::string_view token) const {
     // Built in place and returned as one object: no claims or header moves.
@@ -358,6 +366,9 @@ result<claims> basic_validator<Clock, Revocation>::validate(std::string_view tok
     }
     return out;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 template <unix_clock Clock, class Revocation>
 result<void> basic_validator<Clock, Revocation>::check_claims(const claims& c, std::int64_t now_ms) const {
