@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -202,6 +203,33 @@ inline coord::error error_of(int rc, sqlite3* db, const std::string& path) {
 
 }  // namespace detail
 
+namespace detail {
+/// A lock whose acquisition waits at most a given time. Built on a mutex and
+/// a condition variable rather than std::timed_mutex, whose timed lock
+/// (pthread_mutex_clocklock) ThreadSanitizer does not see.
+class timed_lock {
+public:
+    bool try_lock_for(std::chrono::milliseconds d) {
+        std::unique_lock lk(m_);
+        if (!cv_.wait_for(lk, d, [&] { return !held_; })) return false;
+        held_ = true;
+        return true;
+    }
+    void unlock() {
+        {
+            std::lock_guard lk(m_);
+            held_ = false;
+        }
+        cv_.notify_one();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool held_ = false;
+};
+}  // namespace detail
+
 /// One SQLite connection to one database file, shared by the threads of a
 /// store object under a timed mutex (SQLite runs one writer at a time
 /// anyway: a second connection would wait on the same lock).
@@ -244,12 +272,13 @@ public:
     public:
         /// Takes the connection (within the busy timeout) and begins: IMMEDIATE
         /// when `writes` (the write lock first), else deferred (a snapshot).
-        transaction(database& d, bool writes) : d_(d), writes_(writes), lock_(d.mutex_, std::defer_lock) {
-            if (!lock_.try_lock_for(d.opts_.busy_timeout)) {
+        transaction(database& d, bool writes) : d_(d), writes_(writes) {
+            if (!d.mutex_.try_lock_for(d.opts_.busy_timeout)) {
                 error_ = coord::error(make_error_code(errc::busy),
                                       d.path_.string() + ": another thread of this process held the database");
                 return;
             }
+            locked_ = true;
             if (int rc = d.exec_raw(writes ? "BEGIN IMMEDIATE" : "BEGIN"); rc != SQLITE_OK) {
                 error_ = detail::error_of(rc, d.db_, d.path_.string());
                 return;
@@ -260,6 +289,7 @@ public:
         transaction& operator=(const transaction&) = delete;
         ~transaction() {
             if (open_) (void)d_.exec_raw("ROLLBACK");
+            if (locked_) d_.mutex_.unlock();
         }
 
         /// Why the transaction could not begin (busy, I/O), or nothing.
@@ -313,7 +343,7 @@ public:
     private:
         database& d_;
         bool writes_;
-        std::unique_lock<std::timed_mutex> lock_;
+        bool locked_ = false;
         bool open_ = false;
         std::optional<coord::error> error_;
     };
@@ -347,7 +377,7 @@ private:
     std::filesystem::path path_;
     options opts_;
     sqlite3* db_ = nullptr;
-    std::timed_mutex mutex_;
+    detail::timed_lock mutex_;
     std::unordered_map<std::string, std::unique_ptr<detail::statement>> statements_;
 };
 
