@@ -298,20 +298,7 @@ public:
             name = std::move(*n);
         }
         if (!send(sql, name, params)) return lost(false, writes, errc::connection_failed);
-        if (auto f = flush(until); !f) return lost(f.error() == timed_out, writes, errc::connection_failed);
-        // A simple query of several commands has a result each: the answer
-        // is the first that failed, or else the last.
-        std::optional<answer> kept;
-        for (;;) {
-            auto r = next(until);
-            if (!r) return lost(r.error() == timed_out, writes, errc::connection_failed);
-            if (!*r) break;
-            if (kept && statement_error(*kept, writes)) PQclear(*r);
-            else kept.emplace(*r);
-        }
-        if (!kept) return lost(false, writes, errc::connection_failed);
-        if (auto e = statement_error(*kept, writes)) return unexpected(*e);
-        return std::move(*kept);
+        return answer_of_sent(writes, until);
     }
 
     /// Every step, then one sync: one round trip for the lot (libpq pipeline
@@ -474,6 +461,24 @@ private:
         return PQgetResult(conn_);
     }
 
+    // Flushes what was sent and reads its answer (outside a pipeline). A
+    // simple query of several commands has a result each: the answer is the
+    // first that failed, or else the last.
+    result<answer> answer_of_sent(bool writes, coord::detail::deadline until) {
+        if (auto f = flush(until); !f) return lost(f.error() == timed_out, writes, errc::connection_failed);
+        std::optional<answer> kept;
+        for (;;) {
+            auto r = next(until);
+            if (!r) return lost(r.error() == timed_out, writes, errc::connection_failed);
+            if (!*r) break;
+            if (kept && statement_error(*kept, writes)) PQclear(*r);
+            else kept.emplace(*r);
+        }
+        if (!kept) return lost(false, writes, errc::connection_failed);
+        if (auto e = statement_error(*kept, writes)) return unexpected(*e);
+        return std::move(*kept);
+    }
+
     // The name of `sql` prepared on this connection (prepared on first use):
     // every later call is one round trip without parsing or planning.
     result<std::string> prepared(const char* sql, int nparams, coord::detail::deadline until) {
@@ -481,17 +486,7 @@ private:
         if (it != prepared_.end()) return it->second;
         std::string name = "coord_" + std::to_string(next_name_++);
         if (PQsendPrepare(conn_, name.c_str(), sql, nparams, nullptr) != 1) return lost(false, false, errc::connection_failed);
-        if (auto f = flush(until); !f) return lost(f.error() == timed_out, false, errc::connection_failed);
-        std::optional<answer> first;
-        for (;;) {
-            auto r = next(until);
-            if (!r) return lost(r.error() == timed_out, false, errc::connection_failed);
-            if (!*r) break;
-            if (!first) first.emplace(*r);
-            else PQclear(*r);
-        }
-        if (!first) return lost(false, false, errc::connection_failed);
-        if (auto e = statement_error(*first, false)) return unexpected(*e);
+        if (auto r = answer_of_sent(false, until); !r) return unexpected(r.error());
         prepared_.emplace(sql, name);
         return name;
     }

@@ -43,14 +43,9 @@ public:
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         database::transaction t(db_, true);
         if (!t) return unexpected(*t.failed());
-        const auto now = now_ns();
-        if (coord::detail::ledger_rule::too_old(q, now)) return coord::detail::ledger_rule::expired();
-        auto loaded = load(t, q.key);
-        if (!loaded) return unexpected(loaded.error());
-        ledger_record rec = loaded->value_or(ledger_record{});
-        if (!*loaded) rec.key = q.key;
-        auto c = coord::detail::ledger_rule::claim(rec, q, now);
-        if (!c) return c;
+        ledger_record rec;
+        auto c = claim_in(t, q, rec);
+        if (!c || c->kind == claim_outcome::expired) return c;
         if (auto s = save(t, rec); !s) return unexpected(s.error());
         if (auto d = t.commit(); !d) return unexpected(d.error());
         return c;
@@ -97,14 +92,9 @@ public:
     result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
         database::transaction t(db_, true);
         if (!t) return unexpected(*t.failed());
-        const auto now = now_ns();
-        if (coord::detail::ledger_rule::too_old(q, now)) return coord::detail::ledger_rule::expired();
-        auto loaded = load(t, q.key);
-        if (!loaded) return unexpected(loaded.error());
-        ledger_record rec = loaded->value_or(ledger_record{});
-        if (!*loaded) rec.key = q.key;
-        auto c = coord::detail::ledger_rule::claim(rec, q, now);
-        if (!c) return c;
+        ledger_record rec;
+        auto c = claim_in(t, q, rec);
+        if (!c || c->kind == claim_outcome::expired) return c;
         if (c->kind != claim_outcome::granted) {
             if (auto d = t.commit(); !d) return unexpected(d.error());
             return c;
@@ -171,6 +161,18 @@ public:
 
 private:
     std::int64_t now_ns() const { return since_epoch_ns(clock_.now()); }
+
+    // The claim rule on the slot's row, read in `t` into `rec` (an expired
+    // slot is answered without reading it).
+    result<claim_outcome> claim_in(database::transaction& t, const ledger_claim_request& q, ledger_record& rec) {
+        const auto now = now_ns();
+        if (coord::detail::ledger_rule::too_old(q, now)) return coord::detail::ledger_rule::expired();
+        auto loaded = load(t, q.key);
+        if (!loaded) return unexpected(loaded.error());
+        rec = loaded->value_or(ledger_record{});
+        if (!*loaded) rec.key = q.key;
+        return coord::detail::ledger_rule::claim(rec, q, now);
+    }
 
     static result<std::optional<ledger_record>> load(database::transaction& t, std::string_view key) {
         auto st = t.prepare("SELECT scheduled_ms, schedule_version, state, fence, attempt, holder, lease_until_ns, "

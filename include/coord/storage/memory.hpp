@@ -116,8 +116,7 @@ public:
 
     // lease_queue_store -------------------------------------------------------
     // Waiters of one name in arrival order; a release wakes only the first in
-    // line (its own condition variable), and the first in line also wakes at
-    // the holder's expiry.
+    // line (its own condition variable).
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         std::lock_guard lk(lease_mutex_);
@@ -147,16 +146,12 @@ public:
                     std::chrono::steady_clock::time_point until) {
         std::unique_lock lk(lease_mutex_);
         if (next_in_line(name, ticket)) return;  // already free for it: no wait
-        auto wake_at = until;
-        if (auto l = leases_.find(name); l != leases_.end() && detail::lease_rule::live(l->second, now_ns())) {
-            const auto left = std::chrono::nanoseconds{l->second.expires_ns - now_ns()};
-            if (left < until - std::chrono::steady_clock::now())
-                wake_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
-        }
+        // (`until` already includes the end of the holder's term: the manager
+        // computes it from the refusal.)
         waiting w;
         auto& slot = waiting_[std::string(name)];
         slot[ticket] = &w;
-        w.cv.wait_until(lk, wake_at, [&] { return w.woken; });
+        w.cv.wait_until(lk, until, [&] { return w.woken; });
         slot.erase(ticket);
         if (slot.empty()) waiting_.erase(std::string(name));
     }
