@@ -59,6 +59,9 @@
 #if defined(COORD_HAS_SQLITE)
 #include "coord/sqlite/store.hpp"
 #endif
+#if defined(COORD_HAS_REDIS)
+#include "coord/redis/store.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
@@ -69,8 +72,11 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH or postgres:CONNINFO; every command with a store takes --timeout DURATION,\n"
-    "   500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock wait, postgres 5s)\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO or redis://HOST:PORT[/DB]; every command with a store\n"
+    "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
+    "   wait, postgres and redis 5s)\n"
+    "  store init    --store S [--force]   (once before first use: a store that can lose its data, redis://,\n"
+    "                refuses what needs it until initialized again; refused when initialized unless --force)\n"
     "  fence write   --store file:PATH --key K --token N --value V\n"
     "  fence read    --store file:PATH --key K\n"
     "  lease acquire --store file:PATH --name N --owner O --ttl MILLISECONDS [--wait DURATION]\n"
@@ -131,16 +137,19 @@ int refused(const std::string& why) {
 /// `--name value` options of one subcommand, checked against what it accepts.
 class options {
 public:
-    options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed) {
+    /// `flags` take no value (--force).
+    options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed,
+            const std::set<std::string_view>& flags = {}) {
         // Every command that reaches a store takes --timeout.
         if (allowed.count("store") || allowed.count("state")) allowed.insert("timeout");
         for (std::size_t i = 0; i < args.size(); ++i) {
             const auto a = args[i];
             // "--name value", and "-n value" for single-letter options.
             const auto name = a.substr(0, 2) == "--" ? a.substr(2) : a.size() == 2 && a[0] == '-' ? a.substr(1) : "";
-            if (name.empty() || !allowed.count(name)) throw usage_error("unknown option: " + printable(a));
-            if (i + 1 >= args.size()) throw usage_error("option needs a value: " + printable(a));
-            if (!values_.emplace(std::string(name), std::string(args[++i])).second)
+            const bool flag = !name.empty() && flags.count(name);
+            if (name.empty() || (!allowed.count(name) && !flag)) throw usage_error("unknown option: " + printable(a));
+            if (!flag && i + 1 >= args.size()) throw usage_error("option needs a value: " + printable(a));
+            if (!values_.emplace(std::string(name), flag ? std::string() : std::string(args[++i])).second)
                 throw usage_error("option given more than once: " + printable(a));
         }
     }
@@ -222,6 +231,9 @@ std::string store_schemes() {
 #if defined(COORD_HAS_POSTGRES)
     s += ", postgres:CONNINFO";
 #endif
+#if defined(COORD_HAS_REDIS)
+    s += ", redis://HOST:PORT[/DB]";
+#endif
     return s;
 }
 
@@ -232,8 +244,23 @@ int infra(const coord::postgres::store&, const coord::error& ec) {
 }
 #endif
 
-/// Opens the store named by --store (file:PATH, or postgres:CONNINFO where
-/// coordctl was built with coord::postgres) and calls f(store).
+#if defined(COORD_HAS_REDIS)
+int infra(const coord::redis::store& s, const coord::error& ec) {
+    std::fprintf(stderr, "error: %s: %s%s\n", s.url().c_str(), ec.message().c_str(), assumption(ec));
+    return exit_for(ec);
+}
+
+/// A Redis store from redis://HOST:PORT[/DB] (usage error when malformed).
+coord::redis::options redis_options_of(const std::string& spec, std::chrono::milliseconds timeout) {
+    if (auto a = coord::redis::parse_url(spec); !a) throw usage_error("--store " + printable(spec) + ": " + a.error());
+    coord::redis::options ro;
+    if (timeout.count() > 0) ro.operation_timeout = ro.connect_timeout = timeout;
+    return ro;
+}
+#endif
+
+/// Opens the store named by --store (file:PATH, or an engine's scheme where
+/// coordctl was built with it) and calls f(store).
 template <class F>
 int with_store(const options& o, F&& f) {
     const auto& spec = o.required("store");
@@ -262,6 +289,12 @@ int with_store(const options& o, F&& f) {
         coord::postgres::options po;
         if (timed) po.operation_timeout = po.connect_timeout = timeout;
         coord::postgres::store store(conninfo, {}, po);
+        return f(store);
+    }
+#endif
+#if defined(COORD_HAS_REDIS)
+    if (spec.rfind("redis://", 0) == 0) {
+        coord::redis::store store(spec, {}, redis_options_of(spec, timeout));
         return f(store);
     }
 #endif
@@ -412,8 +445,15 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
             return snowflake_next(store, node, count);
         }
 #endif
+#if defined(COORD_HAS_REDIS)
+        if (spec.rfind("redis://", 0) == 0) {
+            coord::redis::store store{spec, {}, redis_options_of(spec, o.has("timeout") ? o.duration("timeout")
+                                                                                        : std::chrono::milliseconds{0})};
+            return snowflake_next(store, node, count);
+        }
+#endif
         if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-            throw usage_error("--state must be file:PATH or sqlite:PATH, got '" + printable(spec) + "'");
+            throw usage_error("--state must be file:PATH, sqlite:PATH or redis://HOST:PORT[/DB], got '" + printable(spec) + "'");
         coord::file_store_options fo;
         if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
         coord::file_store store{spec.substr(5), {}, fo};
@@ -801,6 +841,31 @@ int jwt_command(std::string_view verb, const std::vector<std::string_view>& args
 }
 #endif
 
+// `store init`: the explicit step a store that can lose its data needs before
+// first use and after a loss (Redis: its identity key, which every script
+// that needs the store's data checks). A no-op for stores that need none.
+int store_command(std::string_view verb, const std::vector<std::string_view>& args) {
+    if (verb != "init") throw usage_error("unknown store command: " + printable(verb));
+    options o(args, {"store"}, {"force"});
+    const bool force = o.has("force");
+    return with_store(o, [&](auto& store) -> int {
+        if constexpr (requires { store.initialize(force); }) {
+            auto r = store.initialize(force);
+            if (!r) {
+                if (r.error() == coord::errc::store_already_initialized) {
+                    std::printf("refused: %s\n", r.error().message().c_str());
+                    return exit_refused;
+                }
+                return infra(store, r.error());
+            }
+            std::printf("initialized: identity %s\n", r->c_str());
+        } else {
+            std::puts("initialized: this store needs no initialization");
+        }
+        return exit_ok;
+    });
+}
+
 int run(const std::vector<std::string_view>& argv) {
     if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
@@ -815,6 +880,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "ledger") return ledger_command(verb, rest);
     if (primitive == "schedule") return schedule_command(verb, rest);
     if (primitive == "session") return session_command(verb, rest);
+    if (primitive == "store") return store_command(verb, rest);
 #if defined(COORD_HAS_SESSION)
     if (primitive == "jwt") return jwt_command(verb, rest);
 #else

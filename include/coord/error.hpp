@@ -124,6 +124,20 @@ enum class errc {
     /// A waiter's place in a lease's queue lapsed (it was not renewed in
     /// time): it must queue again, at the back.
     wait_place_lost,
+    /// The store holds no identity record: it was never initialized
+    /// (coordctl store init), or it lost its data (a restart without
+    /// persistence, a failover to a replica without the last writes).
+    /// Nothing was done: what the store would answer from lost data (a
+    /// segment range, a ledger result, a fence) could reissue what was
+    /// already handed out.
+    store_uninitialized,
+    /// The store's identity is not the one this store object opened (it lost
+    /// its data and was initialized again while this process ran): nothing
+    /// was done. Restart the process once the store is known to be safe.
+    store_identity_changed,
+    /// Initializing a store that is already initialized; nothing was done
+    /// (coordctl store init --force re-initializes).
+    store_already_initialized,
 };
 
 /// What kind of outcome an error code is, whatever its category: callers
@@ -172,7 +186,9 @@ constexpr condition condition_of(errc e) noexcept {
     case errc::state_went_back:
     case errc::state_not_regular:
     case errc::state_hard_linked:
-    case errc::state_too_large: return condition::corrupt_state;
+    case errc::state_too_large:
+    case errc::store_uninitialized:
+    case errc::store_identity_changed: return condition::corrupt_state;
     case errc::invalid_text:
     case errc::invalid_key: return condition::bad_input;
     default: return condition::refused;
@@ -238,6 +254,9 @@ public:
         case errc::state_too_large: return "state over the file format's limits (a string over 256 MiB or a state over 1 GiB)";
         case errc::lock_timeout: return "the store's lock was not free within the lock timeout";
         case errc::wait_place_lost: return "the waiter's place in the lease queue lapsed";
+        case errc::store_uninitialized: return "the store is not initialized (never, or it lost its data): coordctl store init";
+        case errc::store_identity_changed: return "the store was initialized again since this process opened it";
+        case errc::store_already_initialized: return "the store is already initialized";
         }
         return "unknown coord error";
     }

@@ -48,6 +48,14 @@ inline manual_clock::duration test_epoch() {
     return duration_cast<manual_clock::duration>(sys_days{year{2026} / 10 / 13}.time_since_epoch() + hours{9});
 }
 
+/// Whether a factory's store floors new lease tokens by its clock (in
+/// microseconds) rather than counting from 1 per name.
+template <class Factory>
+constexpr bool tokens_floored_by_time() {
+    if constexpr (requires { Factory::tokens_floored_by_time; }) return Factory::tokens_floored_by_time;
+    else return false;
+}
+
 /// Factories the typed conformance suites are instantiated with: each makes
 /// a fresh store judged on the given manual_clock.
 struct memory_factory {

@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -39,6 +38,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/error.hpp"
@@ -503,7 +503,8 @@ class pool {
 public:
     /// Throws std::invalid_argument when `conninfo` is malformed
     /// (conninfo_error) or an option is out of range. Connects to nothing yet.
-    pool(std::string conninfo, options opts) : conninfo_(std::move(conninfo)), opts_(opts) {
+    pool(std::string conninfo, options opts)
+        : conninfo_(std::move(conninfo)), opts_(opts), slots_(std::clamp<std::size_t>(opts.pool_size, 1, 64)) {
         if (auto why = conninfo_error(conninfo_))
             throw std::invalid_argument("coord: PostgreSQL conninfo is malformed: " + *why);
         if (opts_.pool_size < 1 || opts_.pool_size > 64)
@@ -527,28 +528,12 @@ public:
     /// deadline (options::operation_timeout from now).
     class call {
     public:
-        explicit call(pool& p) : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)) {
-            std::unique_lock lk(p.mutex_);
-            auto free = [&] { return !p.idle_.empty() || p.created_ < p.opts_.pool_size; };
-            if (!p.cv_.wait_until(lk, until_, free)) return;  // no connection in time: every statement says so
-            if (!p.idle_.empty()) {
-                c_ = std::move(p.idle_.back());
-                p.idle_.pop_back();
-            } else {
-                c_ = std::make_unique<detail::connection>();
-                ++p.created_;
-            }
-        }
+        // No connection in time: c_ stays empty and every statement says so.
+        explicit call(pool& p)
+            : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)), c_(p.slots_.take(until_)) {}
         call(const call&) = delete;
         call& operator=(const call&) = delete;
-        ~call() {
-            if (!c_) return;
-            {
-                std::lock_guard lk(p_.mutex_);
-                p_.idle_.push_back(std::move(c_));
-            }
-            p_.cv_.notify_one();
-        }
+        ~call() { p_.slots_.give(std::move(c_)); }
 
         /// After the caller's own function ran inside the call (fence_update,
         /// a ledger run): the rest of the call gets a full timeout again.
@@ -588,10 +573,7 @@ public:
 private:
     std::string conninfo_;
     options opts_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    std::vector<std::unique_ptr<detail::connection>> idle_;
-    std::size_t created_ = 0;
+    coord::detail::connection_pool<detail::connection> slots_;
 };
 
 }  // namespace coord::postgres

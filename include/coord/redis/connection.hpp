@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/redis/connection.hpp: the Redis connection layer of coord's engine:
+// the error codes, the store's options and address, a pool of hiredis
+// connections, and the one way a call talks to the server (commands sent
+// together and their replies read back, scripts by SHA), every call under a
+// deadline.
+//
+// hiredis runs non-blocking and the layer polls the socket
+// (coord/detail/deadline.hpp), so a paused, partitioned or black-holed server
+// gives an answer in bounded time:
+// - nothing was sent, or the server refused the command (LOADING, MISCONF,
+//   READONLY, an error reply): the engine's code, condition unavailable;
+// - a writing call was sent and no reply came in time, or the connection
+//   broke after sending: errc::outcome_unknown (the script may have run).
+// The connection is then dropped and the next call reconnects. Only calls
+// hiredis 0.14 and 1.x both have are used (so that TLS can come later).
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/detail/connection_pool.hpp"
+#include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_outcome.hpp"
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord::redis {
+
+/// Infrastructure failures of the Redis engine.
+enum class errc {
+    /// No connection could be made (refused, unreachable, no answer within
+    /// options::connect_timeout, SELECT of the database refused).
+    connection_failed = 1,
+    /// The server answered the command with an error (nothing was applied).
+    command_failed,
+    /// The server is loading its data set after a restart (LOADING).
+    loading,
+    /// The server refuses writes because it cannot persist (MISCONF).
+    misconfigured,
+    /// The server is a read-only replica (READONLY): write to the master.
+    read_only,
+    /// A script ran too long on the server (BUSY) or it is out of memory (OOM).
+    busy,
+    /// The server's reply was not what the engine expects.
+    bad_answer,
+    /// No reply within options::operation_timeout, for a call that wrote
+    /// nothing; a writing call that was sent is errc::outcome_unknown instead.
+    deadline_passed,
+    /// The server is older than Redis 7.0 (scripts need its flags and
+    /// effects replication).
+    server_too_old,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.redis"; }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        // A reply of the wrong shape says nothing about what the script did.
+        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
+        return coord::make_error_condition(coord::condition::unavailable);
+    }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::connection_failed: return "Redis connection failed";
+        case errc::command_failed: return "Redis refused the command";
+        case errc::loading: return "Redis is loading its data set";
+        case errc::misconfigured: return "Redis refuses writes (MISCONF: it cannot persist)";
+        case errc::read_only: return "Redis is a read-only replica";
+        case errc::busy: return "Redis is busy or out of memory";
+        case errc::bad_answer: return "unexpected reply from Redis";
+        case errc::deadline_passed: return "no reply from Redis within the operation timeout";
+        case errc::server_too_old: return "Redis 7.0 or later is required";
+        }
+        return "unknown Redis error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+}  // namespace coord::redis
+
+template <>
+struct std::is_error_code_enum<coord::redis::errc> : std::true_type {};
+
+namespace coord::redis {
+
+/// Where the server is: redis://HOST:PORT[/DB].
+struct address {
+    std::string host;
+    int port = 6379;
+    int db = 0;
+};
+
+/// Parses redis://HOST:PORT[/DB] (HOST a name, an IPv4 address or [IPv6];
+/// PORT 1 to 65535; DB 0 to 15, default 0). The error says what is wrong.
+inline result<address, std::string> parse_url(std::string_view url) {
+    constexpr std::string_view scheme = "redis://";
+    if (url.substr(0, scheme.size()) != scheme) return unexpected(std::string("a Redis URL starts with redis://"));
+    std::string_view rest = url.substr(scheme.size());
+    address a;
+    std::string_view hostport = rest;
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        hostport = rest.substr(0, slash);
+        const std::string_view db = rest.substr(slash + 1);
+        int v = -1;
+        auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), v);
+        if (db.empty() || ec != std::errc{} || p != db.data() + db.size() || v < 0 || v > 15)
+            return unexpected(std::string("the database after / must be 0 to 15"));
+        a.db = v;
+    }
+    if (hostport.find('@') != std::string_view::npos)
+        return unexpected(std::string("credentials in the URL are not supported (give options::password)"));
+    std::string_view port;
+    if (!hostport.empty() && hostport.front() == '[') {
+        const auto close = hostport.find(']');
+        if (close == std::string_view::npos) return unexpected(std::string("an IPv6 host needs its closing ]"));
+        a.host = std::string(hostport.substr(1, close - 1));
+        if (close + 1 < hostport.size()) {
+            if (hostport[close + 1] != ':') return unexpected(std::string("expected :PORT after the IPv6 host"));
+            port = hostport.substr(close + 2);
+        }
+    } else {
+        const auto colon = hostport.rfind(':');
+        a.host = std::string(hostport.substr(0, colon));
+        if (colon != std::string_view::npos) port = hostport.substr(colon + 1);
+    }
+    if (a.host.empty()) return unexpected(std::string("the URL names no host"));
+    if (a.host.find_first_of(" /?#") != std::string::npos) return unexpected(std::string("the host is malformed"));
+    if (!port.empty() || hostport.find(':') != std::string_view::npos) {
+        int v = 0;
+        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+        if (port.empty() || ec != std::errc{} || p != port.data() + port.size() || v < 1 || v > 65535)
+            return unexpected(std::string("the port must be 1 to 65535"));
+        a.port = v;
+    }
+    return a;
+}
+
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// Connections kept open at most (1 to 64); each call takes one for its
+    /// whole step. Opened on first use, reopened on the next call after they
+    /// break or time out.
+    std::size_t pool_size = 4;
+    /// Bounds each call as a whole (1 ms to 24 h): waiting for a pooled
+    /// connection, connecting, sending, waiting for the reply.
+    std::chrono::milliseconds operation_timeout{5000};
+    /// Bounds making a connection (1 ms to 24 h; also within the call's
+    /// operation timeout). Host names are resolved before it starts.
+    std::chrono::milliseconds connect_timeout{3000};
+    /// Every key of the store starts with "{prefix}:": one hash tag, so that
+    /// every key of every operation (and the store's identity key, which
+    /// every script that needs the store's data checks) lies in one slot of
+    /// a Redis Cluster. 1 to 64 characters, no braces. Stores with different
+    /// prefixes on one server are independent (and may lie on different
+    /// shards of a cluster).
+    std::string prefix = "coord";
+    /// AUTH with this password when not empty (and `user`, when not empty:
+    /// an ACL user).
+    std::string user;
+    std::string password;
+};
+
+/// The clock policy that means "the server's clock": every expiry is judged
+/// on the server's TIME, read inside the script. Tests may give a
+/// manual_clock instead, whose readings are sent with each call.
+struct server_clock {};
+
+namespace detail {
+
+struct reply_deleter {
+    void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+/// One reply, freed with the object.
+using reply = std::unique_ptr<redisReply, reply_deleter>;
+
+/// The text of a string, status or error reply (empty otherwise).
+inline std::string_view text(const redisReply* r) noexcept {
+    if (!r) return {};
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
+        return {r->str, r->len};
+    return {};
+}
+/// Element i of an array reply as text ("" when absent or not a string).
+inline std::string_view element(const redisReply* r, std::size_t i) noexcept {
+    if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements) return {};
+    return text(r->element[i]);
+}
+inline std::size_t elements(const redisReply* r) noexcept {
+    return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+}
+
+/// A decimal the engine wrote (unsigned): nullopt when it is not one.
+inline std::optional<std::uint64_t> u64_of(std::string_view s) noexcept {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+inline std::optional<std::int64_t> i64_of(std::string_view s) noexcept {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+inline std::string millis_text(std::chrono::nanoseconds d) {
+    std::string s = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    s += " ms";
+    return s;
+}
+
+/// One command: its arguments, binary-safe.
+using command = std::vector<std::string>;
+
+/// A Lua script of the engine. Its SHA-1 is learned from the server (SCRIPT
+/// LOAD) the first time and kept for the process: a function of the body.
+struct script {
+    const char* body;
+};
+
+inline std::string& known_sha(const script& s, std::mutex*& m) {
+    static std::mutex mutex;
+    static std::map<const char*, std::string> shas;
+    m = &mutex;
+    return shas[s.body];
+}
+
+/// The condition an error reply names (failed on the server: nothing applied).
+inline coord::error server_error(std::string_view message) {
+    auto starts = [&](std::string_view p) { return message.substr(0, p.size()) == p; };
+    const errc code = starts("LOADING")    ? errc::loading
+                      : starts("MISCONF")  ? errc::misconfigured
+                      : starts("READONLY") ? errc::read_only
+                      : starts("BUSY") || starts("OOM") ? errc::busy
+                                                        : errc::command_failed;
+    return coord::error(make_error_code(code), std::string(message));
+}
+
+/// One hiredis connection, non-blocking.
+class connection {
+public:
+    connection() = default;
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+    ~connection() { drop(); }
+
+    void drop() noexcept {
+        if (c_) redisFree(c_);
+        c_ = nullptr;
+        subscribed_ = false;
+    }
+    bool subscribed() const noexcept { return subscribed_; }
+
+    /// Opens the connection unless it is open, by `until` and within the
+    /// connect timeout; AUTH and SELECT as the address and options say.
+    result<void> connect(const address& a, const options& o, coord::detail::deadline until) {
+        if (c_) return {};
+        const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
+        const std::string where = a.host + ":" + std::to_string(a.port);
+        c_ = redisConnectNonBlock(a.host.c_str(), a.port);
+        if (!c_) return not_sent(errc::connection_failed, "out of memory");
+        if (c_->err) return failed_connect(where + ": " + c_->errstr);
+        const auto w = coord::detail::wait_fd(c_->fd, POLLOUT, limit);
+        if (w == coord::detail::wait_result::timed_out)
+            return failed_connect(where + ": no answer while connecting within " +
+                                  millis_text(std::min(o.connect_timeout, o.operation_timeout)));
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (w == coord::detail::wait_result::failed || ::getsockopt(c_->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+            return failed_connect(where + ": " + std::strerror(err ? err : errno));
+        (void)redisEnableKeepAlive(c_);
+        // Data unacknowledged for the operation timeout drops the connection.
+        const unsigned user_timeout = static_cast<unsigned>(std::min<std::int64_t>(o.operation_timeout.count(), 1 << 30));
+        (void)::setsockopt(c_->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+        std::vector<command> hello;
+        if (!o.password.empty()) {
+            if (o.user.empty()) hello.push_back({"AUTH", o.password});
+            else hello.push_back({"AUTH", o.user, o.password});
+        }
+        if (a.db != 0) hello.push_back({"SELECT", std::to_string(a.db)});
+        if (hello.empty()) return {};
+        auto r = run(hello, false, limit);
+        if (!r) {
+            drop();
+            return not_sent(errc::connection_failed, where + ": " + r.error().detail());
+        }
+        for (const auto& one : *r)
+            if (one->type == REDIS_REPLY_ERROR) {
+                const std::string why = where + ": " + std::string(text(one.get()));
+                drop();
+                return not_sent(errc::connection_failed, why);
+            }
+        return {};
+    }
+
+    /// Sends every command and reads every reply (one round trip), under
+    /// `until`. Error replies come back as replies; a broken or silent
+    /// connection is the error (outcome_unknown for a writing call).
+    result<std::vector<reply>> run(const std::vector<command>& cmds, bool writes, coord::detail::deadline until) {
+        for (const auto& cmd : cmds) append(cmd);
+        if (auto f = flush(until); !f) return lost(f.error(), writes);
+        std::vector<reply> out;
+        out.reserve(cmds.size());
+        for (std::size_t i = 0; i < cmds.size(); ++i) {
+            auto r = read(until);
+            if (!r) return lost(r.error(), writes);
+            out.push_back(std::move(*r));
+        }
+        return out;
+    }
+
+    /// Runs a script by SHA (SCRIPT LOAD with it the first time in this
+    /// process, and again when the server answers NOSCRIPT: after a restart
+    /// or SCRIPT FLUSH). An error reply becomes the error.
+    result<reply> eval(const script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                       bool writes, coord::detail::deadline until) {
+        std::mutex* m = nullptr;
+        std::string& cached = known_sha(s, m);
+        std::string sha;
+        {
+            std::lock_guard lk(*m);
+            sha = cached;
+        }
+        auto call = [&](std::string_view how, std::string_view what) {
+            command c{std::string(how), std::string(what), std::to_string(keys.size())};
+            c.insert(c.end(), keys.begin(), keys.end());
+            c.insert(c.end(), args.begin(), args.end());
+            return c;
+        };
+        if (!sha.empty()) {
+            auto r = run({call("EVALSHA", sha)}, writes, until);
+            if (!r) return unexpected(r.error());
+            reply& one = (*r)[0];
+            if (one->type != REDIS_REPLY_ERROR || text(one.get()).substr(0, 8) != "NOSCRIPT") return answer(std::move(one));
+        }
+        // Not loaded (nothing ran): load it and run it in one round trip.
+        auto r = run({{"SCRIPT", "LOAD", s.body}, call("EVAL", s.body)}, writes, until);
+        if (!r) return unexpected(r.error());
+        if ((*r)[0]->type == REDIS_REPLY_STRING) {
+            std::lock_guard lk(*m);
+            cached = std::string(text((*r)[0].get()));
+        }
+        return answer(std::move((*r)[1]));
+    }
+
+    /// SUBSCRIBEs to `channel` (this connection then only listens).
+    result<void> subscribe(const std::string& channel, coord::detail::deadline until) {
+        auto r = run({{"SUBSCRIBE", channel}}, false, until);
+        if (!r) return unexpected(r.error());
+        if (element((*r)[0].get(), 0) != "subscribe") {
+            drop();
+            return unexpected(coord::error(make_error_code(errc::bad_answer), "SUBSCRIBE was not confirmed"));
+        }
+        subscribed_ = true;
+        return {};
+    }
+    /// Waits for a message on the subscribed channel until `wake`: true
+    /// when one came.
+    result<bool> wait_message(coord::detail::deadline wake) {
+        auto r = read(wake);
+        if (!r) {
+            if (r.error() == timed_out) return false;
+            return lost(r.error(), false);
+        }
+        return element(r->get(), 0) == "message";
+    }
+    /// Leaves subscribe mode (messages that came meanwhile are dropped).
+    result<void> unsubscribe(coord::detail::deadline until) {
+        append({"UNSUBSCRIBE"});
+        if (auto f = flush(until); !f) return lost(f.error(), false);
+        for (;;) {
+            auto r = read(until);
+            if (!r) return lost(r.error(), false);
+            if (element(r->get(), 0) == "unsubscribe" && elements(r->get()) == 3 &&
+                r->get()->element[2]->type == REDIS_REPLY_INTEGER && r->get()->element[2]->integer == 0)
+                break;
+        }
+        subscribed_ = false;
+        return {};
+    }
+
+private:
+    static constexpr int timed_out = 1;
+    static constexpr int broken = 2;
+
+    static unexpected<coord::error> not_sent(errc code, std::string why) {
+        return unexpected(coord::error(make_error_code(code), std::move(why)));
+    }
+    unexpected<coord::error> failed_connect(std::string why) {
+        drop();
+        return not_sent(errc::connection_failed, std::move(why));
+    }
+
+    static result<reply> answer(reply r) {
+        if (!r) return unexpected(coord::error(make_error_code(errc::bad_answer), "no reply"));
+        if (r->type == REDIS_REPLY_ERROR) return unexpected(server_error(text(r.get())));
+        return r;
+    }
+
+    // The call was (maybe) sent and no reply came: the connection is
+    // dropped (a late reply must not be read as the next call's).
+    unexpected<coord::error> lost(int why, bool writes) {
+        std::string words = why == timed_out ? "no reply within the call's deadline"
+                            : c_ && c_->err  ? std::string(c_->errstr)
+                                             : "the connection broke";
+        drop();
+        const auto own = why == timed_out ? errc::deadline_passed : errc::connection_failed;
+        return unexpected(coord::detail::engine_failure(coord::detail::call_fate::lost_after_send, writes,
+                                                        coord::error(make_error_code(own), words)));
+    }
+
+    void append(const command& cmd) {
+        std::vector<const char*> argv;
+        std::vector<std::size_t> lens;
+        argv.reserve(cmd.size());
+        lens.reserve(cmd.size());
+        for (const auto& a : cmd) {
+            argv.push_back(a.data());
+            lens.push_back(a.size());
+        }
+        (void)redisAppendCommandArgv(c_, static_cast<int>(cmd.size()), argv.data(), lens.data());
+    }
+
+    result<void, int> flush(coord::detail::deadline until) {
+        if (!c_) return unexpected(broken);
+        int done = 0;
+        for (;;) {
+            if (redisBufferWrite(c_, &done) == REDIS_ERR) return unexpected(broken);
+            if (done) return {};
+            const auto w = coord::detail::wait_fd(c_->fd, POLLOUT, until);
+            if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
+            if (w == coord::detail::wait_result::failed) return unexpected(broken);
+        }
+    }
+
+    result<reply, int> read(coord::detail::deadline until) {
+        if (!c_) return unexpected(broken);
+        for (;;) {
+            void* r = nullptr;
+            if (redisGetReply(c_, &r) == REDIS_ERR) return unexpected(broken);
+            if (r) return reply(static_cast<redisReply*>(r));
+            const auto w = coord::detail::wait_fd(c_->fd, POLLIN, until);
+            if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
+            if (w == coord::detail::wait_result::failed || redisBufferRead(c_) == REDIS_ERR) return unexpected(broken);
+        }
+    }
+
+    redisContext* c_ = nullptr;
+    bool subscribed_ = false;
+};
+
+}  // namespace detail
+
+/// The connections of one store. Thread-safe.
+class pool {
+public:
+    /// Throws std::invalid_argument when `url` is malformed (parse_url) or an
+    /// option is out of range. Connects to nothing yet.
+    pool(std::string url, options opts) : url_(std::move(url)), opts_(std::move(opts)), slots_(opts_.pool_size) {
+        auto a = parse_url(url_);
+        if (!a) throw std::invalid_argument("coord: Redis URL '" + url_ + "' is malformed: " + a.error());
+        address_ = std::move(*a);
+        using std::chrono::milliseconds;
+        const auto day = std::chrono::hours{24};
+        if (opts_.pool_size < 1 || opts_.pool_size > 64)
+            throw std::invalid_argument("coord::redis::options::pool_size must be 1 to 64");
+        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
+            throw std::invalid_argument("coord::redis::options::operation_timeout must be 1 ms to 24 h");
+        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
+            throw std::invalid_argument("coord::redis::options::connect_timeout must be 1 ms to 24 h");
+        if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find_first_of("{}") != std::string::npos)
+            throw std::invalid_argument("coord::redis::options::prefix must be 1 to 64 characters without braces");
+    }
+    pool(const pool&) = delete;
+    pool& operator=(const pool&) = delete;
+
+    const std::string& url() const noexcept { return url_; }
+    const options& opts() const noexcept { return opts_; }
+
+    /// One call: a connection of the pool for its whole step, and its
+    /// deadline (options::operation_timeout from now).
+    class call {
+    public:
+        // No connection in time: c_ stays empty and every command says so.
+        explicit call(pool& p)
+            : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)), c_(p.slots_.take(until_)) {}
+        call(const call&) = delete;
+        call& operator=(const call&) = delete;
+        ~call() {
+            if (c_ && c_->subscribed()) c_->drop();  // never hand out a listening connection
+            p_.slots_.give(std::move(c_));
+        }
+
+        /// After the caller's own function ran inside the call (fence_update):
+        /// the rest of the call gets a full timeout again.
+        void restart_deadline() noexcept { until_ = coord::detail::deadline_after(p_.opts_.operation_timeout); }
+
+        result<detail::reply> eval(const detail::script& s, const std::vector<std::string>& keys,
+                                   const std::vector<std::string>& args, bool writes) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            return c_->eval(s, keys, args, writes, until_);
+        }
+        /// Commands in one round trip; error replies stay replies.
+        result<std::vector<detail::reply>> run(const std::vector<detail::command>& cmds, bool writes) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            return c_->run(cmds, writes, until_);
+        }
+        /// One command whose error reply is the error.
+        result<detail::reply> command(const detail::command& cmd, bool writes) {
+            auto r = run({cmd}, writes);
+            if (!r) return unexpected(r.error());
+            detail::reply& one = (*r)[0];
+            if (one->type == REDIS_REPLY_ERROR) return unexpected(detail::server_error(detail::text(one.get())));
+            return std::move(one);
+        }
+
+        /// Subscribes to `channel`, runs `ready_now` (true: no need to wait,
+        /// so that a message published before the SUBSCRIBE is not missed),
+        /// then waits for a message until `wake`; unsubscribes.
+        template <class Check>
+        result<void> wait_message(const std::string& channel, Check&& ready_now, coord::detail::deadline wake) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            if (auto s = c_->subscribe(channel, until_); !s) return unexpected(s.error());
+            if (!ready_now()) {
+                auto m = c_->wait_message(wake);
+                if (!m) return unexpected(m.error());
+            }
+            restart_deadline();
+            return c_->unsubscribe(until_);
+        }
+
+    private:
+        result<void> ready() {
+            if (!c_)
+                return unexpected(coord::error(make_error_code(errc::deadline_passed),
+                                               "no pooled connection came free within " +
+                                                   detail::millis_text(p_.opts_.operation_timeout)));
+            return c_->connect(p_.address_, p_.opts_, until_);
+        }
+
+        pool& p_;
+        coord::detail::deadline until_;
+        std::unique_ptr<detail::connection> c_;
+    };
+
+private:
+    std::string url_;
+    options opts_;
+    address address_;
+    coord::detail::connection_pool<detail::connection> slots_;
+};
+
+}  // namespace coord::redis

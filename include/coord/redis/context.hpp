@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/redis/context.hpp: what every adapter of the Redis engine shares:
+// the pools, the clock, the key names (one hash tag per store), the store's
+// identity as this process opened it, and the one way a script that needs the
+// store's data is called (the identity checked inside the script).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/redis/connection.hpp"
+
+namespace coord::redis::detail {
+
+/// Key names. Every key is "{prefix}:<kind>:<name>": one hash tag, so that
+/// the keys of any call (and the identity key) share a Redis Cluster slot.
+class keys {
+public:
+    explicit keys(const std::string& prefix) : tag_("{" + prefix + "}:") {}
+    /// "{prefix}:" (scripts build a few names from it).
+    const std::string& tag() const noexcept { return tag_; }
+    std::string of(std::string_view kind, std::string_view name) const {
+        std::string k = tag_;
+        k += kind;
+        k += ':';
+        k += name;
+        return k;
+    }
+    std::string identity() const { return tag_ + "identity"; }
+
+private:
+    std::string tag_;
+};
+
+/// The clock argument of a script: '' for the server's clock (the script
+/// reads TIME), else the test clock's reading in ns (before 1970 read as 0).
+template <class Clock>
+std::string now_arg(const Clock& clock) {
+    if constexpr (std::is_same_v<Clock, server_clock>) {
+        return {};
+    } else {
+        const auto ns = since_epoch_ns(clock.now());
+        return std::to_string(ns < 0 ? 0 : ns);
+    }
+}
+
+/// A duration as a script argument: non-negative nanoseconds.
+inline std::string ns_arg(std::int64_t ns) { return std::to_string(ns < 0 ? 0 : ns); }
+
+/// The pools, the clock and the identity, shared by the adapters of one store.
+template <class Clock>
+class context {
+public:
+    context(pool& calls, pool& listeners, const Clock& clock)
+        : calls_(calls), listeners_(listeners), clock_(clock), keys_(calls.opts().prefix) {}
+
+    pool& calls() noexcept { return calls_; }
+    pool& listeners() noexcept { return listeners_; }
+    const keys& key() const noexcept { return keys_; }
+    std::string now() const { return now_arg(clock_); }
+
+    /// The identity this store object works under: the one read when it
+    /// opened, or (when the store was not initialized then) the one read now.
+    std::string identity() {
+        std::lock_guard lk(mutex_);
+        return identity_;
+    }
+    void set_identity(std::string id) {
+        std::lock_guard lk(mutex_);
+        identity_ = std::move(id);
+    }
+
+    /// Runs a script that needs the store's data: KEYS[1] is the identity
+    /// key and ARGV[1] (or ARGV[2] after the clock, when `clocked`) the
+    /// identity expected; the script answers 'U' or 'C' when it is absent or
+    /// another. An identity not yet known is read first (one round trip,
+    /// only until the store is initialized).
+    result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
+                          std::vector<std::string> args, bool writes, bool clocked = false) {
+        std::string id = identity();
+        if (id.empty()) {
+            auto r = c.command({"GET", keys_.identity()}, false);
+            if (!r) return unexpected(r.error());
+            if ((*r)->type != REDIS_REPLY_STRING)
+                return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
+            id = std::string(text(r->get()));
+            set_identity(id);
+        }
+        std::vector<std::string> ks;
+        ks.reserve(more_keys.size() + 1);
+        ks.push_back(keys_.identity());
+        for (auto& k : more_keys) ks.push_back(std::move(k));
+        args.insert(args.begin() + (clocked ? 1 : 0), std::move(id));
+        auto r = c.eval(s, ks, args, writes);
+        if (!r) return r;
+        const auto status = element(r->get(), 0);
+        if (status == "U")
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
+        if (status == "C")
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_identity_changed),
+                                           "the Redis store at " + calls_.url() + " (" + keys_.tag() +
+                                               ") was initialized again since this process opened it"));
+        return r;
+    }
+
+private:
+    std::string uninitialized_words() const {
+        return "the Redis store at " + calls_.url() + " (keys " + keys_.tag() +
+               ") has no identity key: never initialized, or it lost its data; run coordctl store init";
+    }
+
+    pool& calls_;
+    pool& listeners_;
+    const Clock& clock_;
+    keys keys_;
+    std::mutex mutex_;
+    std::string identity_;
+};
+
+/// A reply that is not what the script returns.
+inline coord::error bad_reply(const char* what) {
+    return coord::error(make_error_code(errc::bad_answer), std::string("unexpected reply to ") + what);
+}
+
+}  // namespace coord::redis::detail

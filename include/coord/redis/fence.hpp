@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/redis/fence.hpp: fence_store and fence_update_store on Redis.
+//
+// Round trips: fence_write 1 (one script: the identity checked, the rule of
+// coord/rules/fence.hpp on the key's hash, tokens compared as decimal strings
+// so that every 64-bit token is exact); fence_read 1. fence_update 2 (read
+// the value and its version, fn, a compare-and-set script that writes only
+// when the version is unchanged and the token passes); when another writer
+// got in between, read and fn again (fn may run more than once, as the
+// concept allows).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "coord/fence.hpp"
+#include "coord/redis/context.hpp"
+#include "coord/redis/scripts.hpp"
+
+namespace coord::redis {
+
+template <class Clock>
+class fence_adapter {
+public:
+    explicit fence_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    /// Refusals: stale_fence, stale_sequence (with the highest token);
+    /// errc::outcome_unknown when no reply came after sending.
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
+        return write(key, token, std::nullopt, value);
+    }
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
+                                          std::string_view value) {
+        return write(key, token, seq, value);
+    }
+
+    /// fn runs only when the token passes, possibly more than once (another
+    /// writer between the read and the write: read and run it again). If it
+    /// throws, nothing is written and the exception propagates.
+    template <class F>
+    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
+        const std::string k = ctx_.key().of("fence", key);
+        for (;;) {
+            pool::call c(ctx_.calls());
+            auto r = ctx_.checked(c, scripts::fence_read, {k}, {}, false);
+            if (!r) return unexpected(write_error{r.error(), 0});
+            if (detail::elements(r->get()) != 5) return unexpected(write_error{detail::bad_reply("fence read"), 0});
+            const auto highest = detail::u64_of(detail::element(r->get(), 1));
+            if (!highest) return unexpected(write_error{detail::bad_reply("fence read"), 0});
+            const bool written = detail::element(r->get(), 2) == "1";
+            if (written && token < *highest)
+                return unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), *highest});
+            std::string value(detail::element(r->get(), 3));
+            const std::string version(detail::element(r->get(), 4));
+            fn(value);
+            c.restart_deadline();
+            auto w = ctx_.checked(c, scripts::fence_cas, {k}, {std::to_string(token), version, std::move(value)}, true);
+            if (!w) return unexpected(write_error{w.error(), 0});
+            const auto status = detail::element(w->get(), 0);
+            if (status == "OK") return {};
+            if (status == "R") continue;
+            return refusal(w->get());
+        }
+    }
+
+    result<fenced_value> fence_read(std::string_view key) {
+        pool::call c(ctx_.calls());
+        auto r = ctx_.checked(c, scripts::fence_read, {ctx_.key().of("fence", key)}, {}, false);
+        if (!r) return unexpected(r.error());
+        const auto highest = detail::u64_of(detail::element(r->get(), 1));
+        if (detail::elements(r->get()) != 5 || !highest) return unexpected(detail::bad_reply("fence read"));
+        return fenced_value{*highest, std::string(detail::element(r->get(), 3)), detail::element(r->get(), 2) == "1"};
+    }
+
+private:
+    result<void, write_error> write(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
+                                    std::string_view value) {
+        pool::call c(ctx_.calls());
+        auto r = ctx_.checked(c, scripts::fence_write, {ctx_.key().of("fence", key)},
+                              {std::to_string(token), seq ? std::to_string(*seq) : std::string(), std::string(value)},
+                              true);
+        if (!r) return unexpected(write_error{r.error(), 0});
+        if (detail::element(r->get(), 0) == "OK") return {};
+        return refusal(r->get());
+    }
+
+    static result<void, write_error> refusal(const redisReply* r) {
+        const auto status = detail::element(r, 0);
+        const auto highest = detail::u64_of(detail::element(r, 1));
+        if ((status != "S" && status != "Q") || !highest)
+            return unexpected(write_error{detail::bad_reply("fence write"), 0});
+        return unexpected(
+            write_error{coord::make_error_code(status == "S" ? coord::errc::stale_fence : coord::errc::stale_sequence), *highest});
+    }
+
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::redis

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/redis/scripts.hpp: the rules of coord/rules/ in Lua, one script per
+// store operation, each run by the server as one atomic step (EVALSHA).
+//
+// Numbers. Lua's numbers are doubles: exact only up to 2^53. Fence tokens,
+// sequence numbers, times in nanoseconds (about 1.8e18 today), counters and
+// versions are therefore kept and compared as canonical decimal strings
+// (compared by length, then bytes) and added digit-group by digit-group
+// (`uadd`, `add` saturating at 2^63-1, as add_saturated does in C++); segment
+// counters are advanced by INCRBY, which the server does in 64-bit integers.
+// Only small counts (attempts, tickets, positions) are Lua numbers.
+//
+// Time. `clock(ARGV)` is the server's TIME (microseconds, as nanoseconds)
+// unless a test clock sent its reading. No script takes the caller's time
+// otherwise.
+//
+// Data loss. Scripts whose promise needs earlier data (fences, reservations,
+// segments, the ledger, revocations) first check the store's identity key
+// (`unsafe`): absent, the store was never initialized or lost its data ('U');
+// another value than the one this client opened, it was initialized again
+// ('C'). Leases need no identity: a new token is at least the server's time
+// in microseconds, so tokens never go back even when the lease's record is
+// lost. Sessions need none: a lost session is a signed-out user.
+//
+// Every key of one call shares the store's hash tag ({prefix}), so the
+// scripts run on Redis Cluster too; they carry the #!lua shebang (Redis 7:
+// the server refuses a script it could not run whole, for example out of
+// memory, before it starts, instead of failing it half way).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include "coord/redis/connection.hpp"
+
+namespace coord::redis::scripts {
+
+/// The version of the scripts and the key layout they use (README: "Keys").
+inline constexpr int layout_version = 1;
+
+// The first line of a script: its Redis 7 flags.
+#define COORD_REDIS_LUA_WRITES "#!lua\n"
+#define COORD_REDIS_LUA_READS "#!lua flags=no-writes\n"
+
+#define COORD_REDIS_LUA_PRELUDE                                                                         \
+    "local MAX = '9223372036854775807'\n"                                                               \
+    "local function ucmp(a, b)\n"                                                                       \
+    "  if #a ~= #b then if #a < #b then return -1 else return 1 end end\n"                              \
+    "  if a == b then return 0 end\n"                                                                   \
+    "  if a < b then return -1 else return 1 end\n"                                                     \
+    "end\n"                                                                                             \
+    "local function cmp(a, b)\n"                                                                        \
+    "  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'\n"                         \
+    "  if na and not nb then return -1 end\n"                                                           \
+    "  if nb and not na then return 1 end\n"                                                            \
+    "  if na then return ucmp(string.sub(b, 2), string.sub(a, 2)) end\n"                                \
+    "  return ucmp(a, b)\n"                                                                             \
+    "end\n"                                                                                             \
+    "local function uadd(a, b)\n"                                                                       \
+    "  local out, carry, i, j = {}, 0, #a, #b\n"                                                        \
+    "  while i > 0 or j > 0 or carry > 0 do\n"                                                          \
+    "    local x = 0; if i > 0 then x = tonumber(string.sub(a, math.max(1, i - 8), i)) end\n"           \
+    "    local y = 0; if j > 0 then y = tonumber(string.sub(b, math.max(1, j - 8), j)) end\n"           \
+    "    local s = x + y + carry\n"                                                                     \
+    "    if s >= 1000000000 then carry = 1; s = s - 1000000000 else carry = 0 end\n"                    \
+    "    out[#out + 1] = s; i = i - 9; j = j - 9\n"                                                     \
+    "  end\n"                                                                                           \
+    "  if #out == 0 then return '0' end\n"                                                              \
+    "  local t = string.format('%d', out[#out])\n"                                                      \
+    "  for k = #out - 1, 1, -1 do t = t .. string.format('%09d', out[k]) end\n"                         \
+    "  return t\n"                                                                                      \
+    "end\n"                                                                                             \
+    "local function add(a, b)\n"                                                                        \
+    "  local s = uadd(a, b)\n"                                                                          \
+    "  if ucmp(s, MAX) > 0 then return MAX end\n"                                                       \
+    "  return s\n"                                                                                      \
+    "end\n"                                                                                             \
+    "local function clock(sent)\n"                                                                      \
+    "  if sent ~= '' then return sent end\n"                                                            \
+    "  local t = redis.call('TIME')\n"                                                                  \
+    "  return t[1] .. string.format('%06d', tonumber(t[2])) .. '000'\n"                                 \
+    "end\n"                                                                                             \
+    "local function ms_of(ns) if #ns <= 6 then return '0' end return string.sub(ns, 1, #ns - 6) end\n"  \
+    "local function us_of(ns) if #ns <= 3 then return '0' end return string.sub(ns, 1, #ns - 3) end\n"  \
+    "local function unsafe(idkey, want)\n"                                                              \
+    "  local id = redis.call('GET', idkey)\n"                                                           \
+    "  if not id then return 'U' end\n"                                                                 \
+    "  if want ~= '' and id ~= want then return 'C' end\n"                                              \
+    "  return false\n"                                                                                  \
+    "end\n"
+
+// ---------------------------------------------------------------- fence
+// KEYS: identity, fence hash (h highest, w written, s has_seq, q seq, v value, n version)
+
+/// ARGV: identity, token, seq ('' for none), value. {'OK'} | {'S', highest} | {'Q', highest}
+inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q')
+local h, written, has_seq, q = f[1] or '0', f[2] == '1', f[3] == '1', f[4] or '0'
+local token, seq = ARGV[2], ARGV[3]
+if written and ucmp(token, h) < 0 then return {'S', h} end
+local same = written and token == h
+if seq ~= '' and same and has_seq and ucmp(seq, q) <= 0 then return {'Q', h} end
+if seq ~= '' then has_seq = true; q = seq elseif not same then has_seq = false; q = '0' end
+local s = '0' if has_seq then s = '1' end
+redis.call('HSET', KEYS[2], 'h', token, 'w', '1', 's', s, 'q', q, 'v', ARGV[4])
+redis.call('HINCRBY', KEYS[2], 'n', 1)
+return {'OK'}
+)LUA"};
+
+/// ARGV: identity. {'OK', highest, written, value, version}
+inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local f = redis.call('HMGET', KEYS[2], 'h', 'w', 'v', 'n')
+return {'OK', f[1] or '0', f[2] or '0', f[3] or '', f[4] or '0'}
+)LUA"};
+
+/// The write of a fence_update (compare-and-set on the version read).
+/// ARGV: identity, token, version read, value. {'OK'} | {'S', highest} | {'R'} (changed: read again)
+inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q', 'n')
+local h, written = f[1] or '0', f[2] == '1'
+if written and ucmp(ARGV[2], h) < 0 then return {'S', h} end
+if (f[5] or '0') ~= ARGV[3] then return {'R'} end
+local keep = written and ARGV[2] == h and f[3] == '1'
+local s, q = '0', '0' if keep then s = '1'; q = f[4] end
+redis.call('HSET', KEYS[2], 'h', ARGV[2], 'w', '1', 's', s, 'q', q, 'v', ARGV[4])
+redis.call('HINCRBY', KEYS[2], 'n', 1)
+return {'OK'}
+)LUA"};
+
+// ---------------------------------------------------------------- leases
+// KEYS: the lease hash (last, held, holder, token, ttl, exp), the line's
+// sorted set of tickets and its hash (t last ticket, u:<t> until, o:<t> who).
+// Replies: {'OK'|code, holder, token, ttl, exp, now, ahead}; codes H held,
+// N not the holder, X expired, L the place lapsed.
+
+#define COORD_REDIS_LUA_LEASE                                                                              \
+    "local function lease_state(k, now)\n"                                                                 \
+    "  local r = redis.call('HMGET', k, 'last', 'held', 'holder', 'token', 'ttl', 'exp')\n"                \
+    "  local s = {last = r[1] or '0', held = r[2] == '1', holder = r[3] or '', token = r[4] or '0',\n"     \
+    "             ttl = r[5] or '0', exp = r[6] or '0'}\n"                                                 \
+    "  s.live = s.held and ucmp(now, s.exp) < 0\n"                                                         \
+    "  return s\n"                                                                                         \
+    "end\n"                                                                                                \
+    "local function refusal(code, s, now, ahead)\n"                                                        \
+    "  if s.live then return {code, s.holder, s.token, s.ttl, s.exp, now, ahead or '0'} end\n"             \
+    "  return {code, '', '0', '0', '0', now, ahead or '0'}\n"                                              \
+    "end\n"                                                                                                \
+    "local function holds(s, owner, token)\n"                                                              \
+    "  return s.held and s.holder == owner and (token == '0' or token == s.token)\n"                       \
+    "end\n"                                                                                                \
+    "local function grant(k, s, owner, ttl, now)\n"                                                        \
+    "  local t = uadd(s.last, '1')\n"                                                                      \
+    "  local floor = us_of(now)\n"                                                                         \
+    "  if ucmp(floor, t) > 0 then t = floor end\n"                                                         \
+    "  local exp = add(now, ttl)\n"                                                                        \
+    "  redis.call('HSET', k, 'last', t, 'held', '1', 'holder', owner, 'token', t, 'ttl', ttl, 'exp', exp)\n" \
+    "  return {'OK', owner, t, ttl, exp, now, '0'}\n"                                                      \
+    "end\n"                                                                                                \
+    "local function purge(z, q, now)\n"                                                                    \
+    "  for _, t in ipairs(redis.call('ZRANGE', z, 0, -1)) do\n"                                            \
+    "    local u = redis.call('HGET', q, 'u:' .. t)\n"                                                     \
+    "    if not u or ucmp(u, now) <= 0 then\n"                                                             \
+    "      redis.call('ZREM', z, t); redis.call('HDEL', q, 'u:' .. t, 'o:' .. t)\n"                        \
+    "    end\n"                                                                                            \
+    "  end\n"                                                                                              \
+    "end\n"                                                                                                \
+    "local function first_live(z, q, now)\n"                                                               \
+    "  for _, t in ipairs(redis.call('ZRANGE', z, 0, -1)) do\n"                                            \
+    "    local u = redis.call('HGET', q, 'u:' .. t)\n"                                                     \
+    "    if u and ucmp(u, now) > 0 then return t end\n"                                                    \
+    "  end\n"                                                                                              \
+    "  return nil\n"                                                                                       \
+    "end\n"                                                                                                \
+    "local function wake(z, q, channel, now)\n"                                                            \
+    "  purge(z, q, now)\n"                                                                                 \
+    "  local first = redis.call('ZRANGE', z, 0, 0)[1]\n"                                                   \
+    "  if first then redis.call('PUBLISH', channel .. first, '') end\n"                                    \
+    "end\n"
+
+/// KEYS: lease. ARGV: now, owner, ttl.
+inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+local s = lease_state(KEYS[1], now)
+if s.live then return refusal('H', s, now) end
+return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
+)LUA"};
+
+/// KEYS: lease. ARGV: now, owner, token, ttl ('0': the granted term).
+inline const detail::script lease_renew{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+local s = lease_state(KEYS[1], now)
+if not holds(s, ARGV[2], ARGV[3]) then return refusal('N', s, now) end
+if not s.live then return refusal('X', s, now) end
+local ttl = s.ttl if ARGV[4] ~= '0' then ttl = ARGV[4] end
+local exp = add(now, ttl)
+redis.call('HSET', KEYS[1], 'ttl', ttl, 'exp', exp)
+return {'OK', s.holder, s.token, ttl, exp, now, '0'}
+)LUA"};
+
+/// KEYS: lease, line, line hash. ARGV: now, owner, token, channel prefix.
+/// Wakes only the first live waiter (PUBLISH on its place's channel).
+inline const detail::script lease_release{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+local s = lease_state(KEYS[1], now)
+if not holds(s, ARGV[2], ARGV[3]) then return refusal('N', s, now) end
+redis.call('HSET', KEYS[1], 'held', '0', 'holder', '', 'exp', '0')
+wake(KEYS[2], KEYS[3], ARGV[4], now)
+return {'OK', '', '0', '0', '0', now, '0'}
+)LUA"};
+
+/// KEYS: lease. ARGV: now. {'OK', holder, token, ttl, exp} | {'NONE'}
+inline const detail::script lease_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+local s = lease_state(KEYS[1], now)
+if not s.live then return {'NONE'} end
+return {'OK', s.holder, s.token, s.ttl, s.exp}
+)LUA"};
+
+/// KEYS: line, line hash. ARGV: now, who, place ttl. {'OK', ticket}
+inline const detail::script lease_enqueue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+purge(KEYS[1], KEYS[2], now)
+local t = string.format('%d', redis.call('HINCRBY', KEYS[2], 't', 1))
+redis.call('ZADD', KEYS[1], t, t)
+redis.call('HSET', KEYS[2], 'u:' .. t, add(now, ARGV[3]), 'o:' .. t, ARGV[2])
+return {'OK', t}
+)LUA"};
+
+/// lease_queue_rule::acquire. KEYS: lease, line, line hash.
+/// ARGV: now, owner, ttl, ticket, place ttl, half the place ttl.
+inline const detail::script lease_acquire_queued{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+purge(KEYS[2], KEYS[3], now)
+local s = lease_state(KEYS[1], now)
+local t = ARGV[4]
+local rank = redis.call('ZRANK', KEYS[2], t)
+if not rank or redis.call('HGET', KEYS[3], 'o:' .. t) ~= ARGV[2] then return refusal('L', s, now) end
+if ucmp(redis.call('HGET', KEYS[3], 'u:' .. t), add(now, ARGV[6])) < 0 then
+  redis.call('HSET', KEYS[3], 'u:' .. t, add(now, ARGV[5]))
+end
+if rank > 0 or s.live then return refusal('H', s, now, string.format('%d', rank)) end
+redis.call('ZREM', KEYS[2], t); redis.call('HDEL', KEYS[3], 'u:' .. t, 'o:' .. t)
+return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
+)LUA"};
+
+/// KEYS: line, line hash. ARGV: now, ticket, channel prefix.
+inline const detail::script lease_dequeue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[1])
+if redis.call('ZREM', KEYS[1], ARGV[2]) == 1 then
+  redis.call('HDEL', KEYS[2], 'u:' .. ARGV[2], 'o:' .. ARGV[2])
+  wake(KEYS[1], KEYS[2], ARGV[3], now)
+end
+return {'OK'}
+)LUA"};
+
+/// KEYS: line, line hash. ARGV: now. {'OK', ticket, who, until, ...} (live places, in order)
+inline const detail::script lease_queue_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(local now = clock(ARGV[1])
+local out = {'OK'}
+for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local f = redis.call('HMGET', KEYS[2], 'u:' .. t, 'o:' .. t)
+  if f[1] and ucmp(f[1], now) > 0 then out[#out + 1] = t; out[#out + 1] = f[2] or ''; out[#out + 1] = f[1] end
+end
+return out
+)LUA"};
+
+/// True ('1') when the ticket is first in line and nobody holds the lease.
+/// KEYS: lease, line, line hash. ARGV: now, ticket.
+inline const detail::script lease_next_in_line{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(local now = clock(ARGV[1])
+local s = lease_state(KEYS[1], now)
+if not s.live and first_live(KEYS[2], KEYS[3], now) == ARGV[2] then return {'1'} end
+return {'0'}
+)LUA"};
+
+// ---------------------------------------------------------------- reservation, segment
+
+/// KEYS: identity, reservation hash (h highest token, u until_ms). ARGV: identity, until_ms, token.
+inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local f = redis.call('HMGET', KEYS[2], 'h', 'u')
+local h, u = f[1] or '0', f[2] or '0'
+if ucmp(ARGV[3], h) < 0 then return {'S', h} end
+if cmp(ARGV[2], u) > 0 then u = ARGV[2] end
+redis.call('HSET', KEYS[2], 'h', ARGV[3], 'u', u)
+return {'OK', u}
+)LUA"};
+
+/// KEYS: identity, the tag's counter (the last ID handed out). ARGV: identity, step.
+/// {'OK', last ID now} | {'E'} (past 2^63-1: exhausted)
+inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local r = redis.pcall('INCRBY', KEYS[2], ARGV[2])
+if type(r) == 'table' and r.err then return {'E'} end
+return {'OK', redis.call('GET', KEYS[2])}
+)LUA"};
+
+// ---------------------------------------------------------------- ledger
+// The slot's hash: k key, sm scheduled_ms, sv schedule_version, st state (0
+// idle, 1 running, 2 done), f fence, a attempt, h holder, lu lease_until_ns,
+// sn started_ns, cn completed_ns, ru retain_until_ns, ph payload hash, r
+// result, fr fail reason. Done slots are indexed by retention end (ms) for prune.
+
+/// KEYS: identity, slot. ARGV: now, identity, key, scheduled_ms, version,
+/// worker, payload hash, lease ttl ns, scheduled_ms + replay window (saturated).
+/// {kind, fence, attempt, holder, lease_until, result}; kind as claim_outcome.
+inline const detail::script ledger_claim{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local now = clock(ARGV[1])
+local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
+if cmp(ARGV[9], ms_of(now)) < 0 then return {'4', '0', '0', '', '0', ''} end
+local r = redis.call('HMGET', KEYS[2], 'st', 'f', 'a', 'h', 'lu', 'ph', 'r')
+local st, f, a = r[1] or '0', r[2] or '0', tonumber(r[3] or '0')
+if (a > 0 or st ~= '0') and (r[6] or '') ~= ARGV[7] then return {'3', '0', '0', '', '0', ''} end
+if st == '2' then return {'1', f, string.format('%d', a), '', '0', r[7] or ''} end
+if st == '1' and ucmp(now, r[5] or '0') < 0 then return {'2', f, string.format('%d', a), r[4] or '', r[5], ''} end
+f = uadd(f, '1')
+local attempt = string.format('%d', a + 1)
+local lu = add(now, ARGV[8])
+redis.call('HSET', KEYS[2], 'k', ARGV[3], 'sm', ARGV[4], 'sv', ARGV[5], 'ph', ARGV[7], 'st', '1', 'f', f,
+           'a', attempt, 'h', ARGV[6], 'lu', lu, 'sn', now)
+return {'0', f, attempt, ARGV[6], lu, ''}
+)LUA"};
+
+/// KEYS: identity, slot. ARGV: now, identity, fence, ttl ns. {'OK'} | {'S'}
+inline const detail::script ledger_heartbeat{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local now = clock(ARGV[1])
+local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
+local r = redis.call('HMGET', KEYS[2], 'st', 'f')
+if r[1] ~= '1' or r[2] ~= ARGV[3] then return {'S'} end
+redis.call('HSET', KEYS[2], 'lu', add(now, ARGV[4]))
+return {'OK'}
+)LUA"};
+
+/// KEYS: identity, slot, done index. ARGV: now, identity, fence, result,
+/// retain_until ns, its milliseconds (the index's score), the slot's key.
+inline const detail::script ledger_complete{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local now = clock(ARGV[1])
+local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
+local r = redis.call('HMGET', KEYS[2], 'st', 'f')
+if r[1] ~= '1' or r[2] ~= ARGV[3] then return {'S'} end
+redis.call('HSET', KEYS[2], 'st', '2', 'r', ARGV[4], 'cn', now, 'ru', ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+return {'OK'}
+)LUA"};
+
+/// KEYS: identity, slot. ARGV: identity, fence, reason.
+inline const detail::script ledger_fail{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local r = redis.call('HMGET', KEYS[2], 'st', 'f')
+if r[1] ~= '1' or r[2] ~= ARGV[2] then return {'S'} end
+redis.call('HSET', KEYS[2], 'st', '0', 'fr', ARGV[3], 'lu', '0')
+return {'OK'}
+)LUA"};
+
+/// KEYS: identity, slot. ARGV: identity, reason. {'OK', new fence} | {'S'}
+inline const detail::script ledger_revoke{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local r = redis.call('HMGET', KEYS[2], 'st', 'f')
+if r[1] ~= '1' then return {'S'} end
+local f = uadd(r[2] or '0', '1')
+redis.call('HSET', KEYS[2], 'f', f, 'st', '0', 'fr', ARGV[2], 'lu', '0')
+return {'OK', f}
+)LUA"};
+
+/// KEYS: identity, slot. ARGV: identity. {'OK', k, sm, sv, st, f, a, h, lu, sn, cn, ru, ph, r, fr} | {'NONE'}
+inline const detail::script ledger_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {'NONE'} end
+local r = redis.call('HMGET', KEYS[2], 'k', 'sm', 'sv', 'st', 'f', 'a', 'h', 'lu', 'sn', 'cn', 'ru', 'ph', 'r', 'fr')
+local out = {'OK'}
+for i = 1, 14 do out[i + 1] = r[i] or '' end
+return out
+)LUA"};
+
+/// KEYS: identity, done index. ARGV: now, identity, the slots' key prefix. {'OK', removed}
+inline const detail::script ledger_prune{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local now = clock(ARGV[1])
+local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
+local n = 0
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms_of(now))) do
+  local slot = ARGV[3] .. key
+  local r = redis.call('HMGET', slot, 'st', 'ru')
+  if r[1] ~= '2' then
+    redis.call('ZREM', KEYS[2], key)
+  elseif ucmp(r[2], now) <= 0 and r[2] ~= MAX then
+    redis.call('DEL', slot); redis.call('ZREM', KEYS[2], key); n = n + 1
+  end
+end
+return {'OK', string.format('%d', n)}
+)LUA"};
+
+// ---------------------------------------------------------------- sessions
+// A session's hash: u user, d data, c created_ms, ls last_seen_ms, ax
+// absolute_expiry_ms, it idle_timeout_ms, v version. The user's set holds
+// the keys of their sessions. Each key expires (PEXPIRE) a minute after the
+// session's rule says it ended, so Redis collects what nobody loads; the
+// rule itself is judged here, on the server's clock.
+
+#define COORD_REDIS_LUA_SESSION                                                                         \
+    "local MARGIN_MS = 60000\n"                                                                         \
+    "local function keep_ms(ls, it, ax, now)\n"                                                         \
+    "  local e = add(ls, it)\n"                                                                         \
+    "  if ucmp(ax, e) < 0 then e = ax end\n"                                                            \
+    "  local rel = tonumber(e) - tonumber(now) + MARGIN_MS\n"                                           \
+    "  if rel > 315360000000 then rel = 315360000000 end\n"                                             \
+    "  if rel < 1 then rel = 1 end\n"                                                                   \
+    "  return string.format('%d', rel)\n"                                                               \
+    "end\n"                                                                                             \
+    "local function keep(k, users, ms)\n"                                                               \
+    "  redis.call('PEXPIRE', k, ms)\n"                                                                  \
+    "  if redis.call('PTTL', users) < tonumber(ms) then redis.call('PEXPIRE', users, ms) end\n"         \
+    "end\n"                                                                                             \
+    "local function live(k, now, prefix)\n"                                                             \
+    "  local r = redis.call('HMGET', k, 'u', 'd', 'c', 'ls', 'ax', 'it', 'v')\n"                        \
+    "  if not r[1] then return nil, '1' end\n"                                                          \
+    "  if ucmp(now, r[5]) >= 0 or ucmp(now, add(r[4], r[6])) >= 0 then\n"                               \
+    "    redis.call('DEL', k); redis.call('SREM', prefix .. 'su:' .. r[1], k)\n"                        \
+    "    return nil, '2'\n"                                                                             \
+    "  end\n"                                                                                           \
+    "  return r\n"                                                                                      \
+    "end\n"
+
+/// KEYS: session, the user's set. ARGV: now, user, data, idle ms, absolute ms.
+/// {'0', created, absolute expiry} | {'3'}
+inline const detail::script session_create{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_SESSION R"LUA(
+local now = ms_of(clock(ARGV[1]))
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'3'} end
+local ax = add(now, ARGV[5])
+redis.call('HSET', KEYS[1], 'u', ARGV[2], 'd', ARGV[3], 'c', now, 'ls', now, 'ax', ax, 'it', ARGV[4], 'v', '1')
+for _, other in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if redis.call('EXISTS', other) == 0 then redis.call('SREM', KEYS[2], other) end
+end
+redis.call('SADD', KEYS[2], KEYS[1])
+keep(KEYS[1], KEYS[2], keep_ms(now, ARGV[4], ax, now))
+return {'0', now, ax}
+)LUA"};
+
+/// KEYS: session. ARGV: now, key prefix. {'0', user, data, created, last_seen, expiry, idle, version} | {'1'|'2'}
+inline const detail::script session_load{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_SESSION R"LUA(
+local now = ms_of(clock(ARGV[1]))
+local r, st = live(KEYS[1], now, ARGV[2]) if not r then return {st} end
+local ls = r[4] if ucmp(now, ls) > 0 then ls = now end
+redis.call('HSET', KEYS[1], 'ls', ls)
+keep(KEYS[1], ARGV[2] .. 'su:' .. r[1], keep_ms(ls, r[6], r[5], now))
+return {'0', r[1], r[2], r[3], ls, r[5], r[6], r[7]}
+)LUA"};
+
+/// KEYS: session. ARGV: now, key prefix, version, data. {'0', version} | {'1'|'2'} | {'3', version}
+inline const detail::script session_save{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_SESSION R"LUA(
+local now = ms_of(clock(ARGV[1]))
+local r, st = live(KEYS[1], now, ARGV[2]) if not r then return {st} end
+if r[7] ~= ARGV[3] then return {'3', r[7]} end
+local ls = r[4] if ucmp(now, ls) > 0 then ls = now end
+local v = uadd(r[7], '1')
+redis.call('HSET', KEYS[1], 'd', ARGV[4], 'ls', ls, 'v', v)
+keep(KEYS[1], ARGV[2] .. 'su:' .. r[1], keep_ms(ls, r[6], r[5], now))
+return {'0', v}
+)LUA"};
+
+/// KEYS: old session, new session. ARGV: now, key prefix, version. As save.
+inline const detail::script session_rotate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_SESSION R"LUA(
+local now = ms_of(clock(ARGV[1]))
+local r, st = live(KEYS[1], now, ARGV[2]) if not r then return {st} end
+if r[7] ~= ARGV[3] then return {'3', r[7]} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'3', r[7]} end
+local ls = r[4] if ucmp(now, ls) > 0 then ls = now end
+local v = uadd(r[7], '1')
+local users = ARGV[2] .. 'su:' .. r[1]
+redis.call('HSET', KEYS[2], 'u', r[1], 'd', r[2], 'c', r[3], 'ls', ls, 'ax', r[5], 'it', r[6], 'v', v)
+redis.call('DEL', KEYS[1]); redis.call('SREM', users, KEYS[1]); redis.call('SADD', users, KEYS[2])
+keep(KEYS[2], users, keep_ms(ls, r[6], r[5], now))
+return {'0', v}
+)LUA"};
+
+/// KEYS: session. ARGV: key prefix. {'1'} removed | {'0'} none
+inline const detail::script session_revoke{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local u = redis.call('HGET', KEYS[1], 'u')
+if not u then return {'0'} end
+redis.call('DEL', KEYS[1]); redis.call('SREM', ARGV[1] .. 'su:' .. u, KEYS[1])
+return {'1'}
+)LUA"};
+
+/// Every session of a user, in one step. KEYS: the user's set. {'OK', removed}
+inline const detail::script session_revoke_user{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local n = 0
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do n = n + redis.call('DEL', k) end
+redis.call('DEL', KEYS[1])
+return {'OK', string.format('%d', n)}
+)LUA"};
+
+// ---------------------------------------------------------------- revocation
+
+/// KEYS: identity, the token's denial. ARGV: identity, until_s.
+/// The denial is dropped by Redis a day after the token's exp (it cannot
+/// validate then anyway, unless a validator's clock is a day behind), and
+/// never sooner than a day from now on the server's clock.
+inline const detail::script revoke_token{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local u = redis.call('GET', KEYS[2])
+if not u or cmp(ARGV[2], u) > 0 then u = ARGV[2] end
+redis.call('SET', KEYS[2], u)
+local e = tonumber(u) + 86400
+local now = tonumber(redis.call('TIME')[1]) + 86400
+if e < now then e = now end
+if e < 253402300799 then redis.call('EXPIREAT', KEYS[2], string.format('%d', e)) end
+return {'OK'}
+)LUA"};
+
+/// KEYS: identity, the subject's not-before. ARGV: identity, not_before_s.
+inline const detail::script revoke_subject{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local nb = redis.call('GET', KEYS[2])
+if not nb or cmp(ARGV[2], nb) > 0 then redis.call('SET', KEYS[2], ARGV[2]) end
+return {'OK'}
+)LUA"};
+
+/// KEYS: identity, denial, not-before. ARGV: identity, has jti, has sub, iat ('' none), now_s.
+inline const detail::script token_revoked{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+if ARGV[2] == '1' then
+  local u = redis.call('GET', KEYS[2])
+  if u and cmp(ARGV[5], u) <= 0 then return {'OK', '1'} end
+end
+if ARGV[3] == '1' then
+  local nb = redis.call('GET', KEYS[3])
+  if nb and (ARGV[4] == '' or cmp(ARGV[4], nb) < 0) then return {'OK', '1'} end
+end
+return {'OK', '0'}
+)LUA"};
+
+/// A script that returns its argument: the floor the bench compares with.
+inline const detail::script echo{"#!lua flags=no-writes\nreturn ARGV[1]\n"};
+
+#undef COORD_REDIS_LUA_WRITES
+#undef COORD_REDIS_LUA_READS
+#undef COORD_REDIS_LUA_PRELUDE
+#undef COORD_REDIS_LUA_LEASE
+#undef COORD_REDIS_LUA_SESSION
+
+}  // namespace coord::redis::scripts

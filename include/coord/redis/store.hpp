@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/redis/store.hpp: coord's stores on Redis 7 (hiredis), target
+// coord::redis. For leases with fence tokens, fenced resources, IDs, the
+// ledger and sessions, on the Redis a service already runs.
+//
+// The engine in layers, one header each:
+//   connection.hpp   errors, options, the URL, the pool, every call under a deadline
+//   scripts.hpp      the rules in Lua, one script per operation (EVALSHA)
+//   context.hpp      key names (one hash tag), the clock, the store's identity
+//   fence.hpp lease.hpp reservation.hpp segment.hpp ledger.hpp session.hpp
+//   revocation.hpp   one adapter per capability; each header says how many
+//                    round trips each operation takes
+// and this header, which opens the pools and gathers the adapters into one
+// store that models every concept Redis can serve atomically (all but
+// ledger_run_store: a job's effect is not in Redis).
+//
+// Every operation is one script the server runs atomically; every expiry is
+// judged on the server's TIME inside it; no call sends the client's time.
+//
+//   coord::redis::store store{"redis://10.0.0.5:6379/0"};
+//   // once, when the store is new (coordctl store init --store redis://...):
+//   store.initialize();
+//   coord::basic_lease_manager leases{store};
+//
+// What Redis can lose, and what the store does about it (README, "Redis:
+// durability"): with appendonly yes and appendfsync always nothing
+// acknowledged is lost to a crash. Without, or after a failover to a replica
+// that lacked the last writes, data goes back: lease tokens still never go
+// back (floored by the server's time), and every capability whose promise
+// needs the lost data (fences, reservations, segments, the ledger,
+// revocations) checks the store's identity key in the same script and
+// refuses (errc::store_uninitialized) once it is gone, until an operator
+// initializes the store again.
+//
+// Errors: a refusal by the rule is the usual errc. A failure of the server or
+// the connection is a redis::errc (condition unavailable) whose detail() is
+// the server's or the connection's words; a writing call that was sent and
+// got no reply is coord::errc::outcome_unknown. The next call reconnects.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <string>
+#include <utility>
+
+#include "coord/random.hpp"
+#include "coord/redis/connection.hpp"
+#include "coord/redis/context.hpp"
+#include "coord/redis/fence.hpp"
+#include "coord/redis/lease.hpp"
+#include "coord/redis/ledger.hpp"
+#include "coord/redis/reservation.hpp"
+#include "coord/redis/revocation.hpp"
+#include "coord/redis/scripts.hpp"
+#include "coord/redis/segment.hpp"
+#include "coord/redis/session.hpp"
+
+namespace coord::redis {
+
+namespace detail {
+// The pools, the clock and the context, built before the adapters that refer to them.
+template <class Clock>
+struct store_base {
+    store_base(std::string url, Clock clock, options opts)
+        : pool_(url, opts), listeners_(std::move(url), listener_options(std::move(opts))), clock_(std::move(clock)),
+          context_(pool_, listeners_, clock_) {}
+    // Waiting acquires hold a subscribed connection for their wait: a pool
+    // of their own, so that waiters never starve the calls.
+    static options listener_options(options o) {
+        o.pool_size = 64;
+        return o;
+    }
+    pool pool_;
+    pool listeners_;
+    Clock clock_;
+    context<Clock> context_;
+};
+}  // namespace detail
+
+/// Redis as every store concept it can serve atomically. Clock:
+/// server_clock (production: every expiry judged on the server's TIME) or a
+/// unix_clock whose readings are sent (tests).
+template <class Clock = server_clock>
+class basic_store : private detail::store_base<Clock>,
+                    public fence_adapter<Clock>,
+                    public lease_adapter<Clock>,
+                    public reservation_adapter<Clock>,
+                    public segment_adapter<Clock>,
+                    public ledger_adapter<Clock>,
+                    public session_adapter<Clock>,
+                    public revocation_adapter<Clock> {
+    using base = detail::store_base<Clock>;
+
+public:
+    /// Connects, checks that the server is Redis 7 or later, and reads the
+    /// store's identity (none yet: initialize() makes it). Throws
+    /// std::invalid_argument when `url` is malformed (parse_url) or an option
+    /// is out of range; store_error with the server's words when the server
+    /// cannot be reached or is too old.
+    explicit basic_store(std::string url, Clock clock = Clock{}, options opts = {})
+        : base(std::move(url), std::move(clock), std::move(opts)),
+          fence_adapter<Clock>(base::context_),
+          lease_adapter<Clock>(base::context_),
+          reservation_adapter<Clock>(base::context_),
+          segment_adapter<Clock>(base::context_),
+          ledger_adapter<Clock>(base::context_),
+          session_adapter<Clock>(base::context_),
+          revocation_adapter<Clock>(base::context_) {
+        pool::call c(base::pool_);
+        auto info = c.command({"INFO", "server"}, false);
+        if (!info) throw store_error(info.error(), "coord: Redis at " + base::pool_.url() + ": " + info.error().detail());
+        const std::string_view text = detail::text(info->get());
+        const auto at = text.find("redis_version:");
+        const auto major = at == std::string_view::npos ? std::nullopt
+                                                        : detail::i64_of(text.substr(at + 14, text.find('.', at) - at - 14));
+        if (!major || *major < 7)
+            throw store_error(make_error_code(errc::server_too_old),
+                              "coord: the server at " + base::pool_.url() + " is not Redis 7.0 or later");
+        auto id = c.command({"GET", base::context_.key().identity()}, false);
+        if (!id) throw store_error(id.error(), "coord: Redis at " + base::pool_.url() + ": " + id.error().detail());
+        if ((*id)->type == REDIS_REPLY_STRING) base::context_.set_identity(std::string(detail::text(id->get())));
+    }
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
+
+    /// Initializes the store: writes its identity key (a new random value),
+    /// which every script that needs the store's data checks. Refused with
+    /// errc::store_already_initialized when the store has one, unless
+    /// `force`: then a new identity replaces it, and every process that
+    /// opened the store before is refused (store_identity_changed) until it
+    /// reopens. Re-initializing after a loss does not bring the lost data
+    /// back: segment tags start at 1 again and done ledger slots are
+    /// forgotten (README, "Redis: durability"). Returns the new identity.
+    result<std::string> initialize(bool force = false) {
+        unsigned char raw[16];
+        coord::detail::os_entropy(raw, sizeof raw);
+        static constexpr char hex[] = "0123456789abcdef";
+        std::string id;
+        for (unsigned char b : raw) {
+            id += hex[b >> 4];
+            id += hex[b & 15];
+        }
+        pool::call c(base::pool_);
+        detail::command set{"SET", base::context_.key().identity(), id};
+        if (!force) set.push_back("NX");
+        auto r = c.command(set, true);
+        if (!r) return unexpected(r.error());
+        if ((*r)->type == REDIS_REPLY_NIL)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
+                                           "the Redis store at " + base::pool_.url() + " (" + base::context_.key().tag() +
+                                               ") is already initialized; --force replaces its identity"));
+        base::context_.set_identity(id);
+        return id;
+    }
+
+    /// The store's identity on the server now (empty: not initialized).
+    result<std::string> server_identity() {
+        pool::call c(base::pool_);
+        auto r = c.command({"GET", base::context_.key().identity()}, false);
+        if (!r) return unexpected(r.error());
+        if ((*r)->type != REDIS_REPLY_STRING) return std::string();
+        return std::string(detail::text(r->get()));
+    }
+
+    /// The server's clock now, in nanoseconds since the Unix epoch
+    /// (microsecond resolution; for tests and diagnostics).
+    result<std::int64_t> server_now_ns() {
+        pool::call c(base::pool_);
+        auto r = c.command({"TIME"}, false);
+        if (!r) return unexpected(r.error());
+        const auto s = detail::i64_of(detail::element(r->get(), 0));
+        const auto us = detail::i64_of(detail::element(r->get(), 1));
+        if (!s || !us) return unexpected(detail::bad_reply("TIME"));
+        return *s * 1'000'000'000 + *us * 1'000;
+    }
+
+    /// One bare script call through the store's pool: EVALSHA of a script
+    /// that returns its argument (the bench's floor).
+    result<std::string> echo(std::string_view value) {
+        pool::call c(base::pool_);
+        auto r = c.eval(scripts::echo, {}, {std::string(value)}, false);
+        if (!r) return unexpected(r.error());
+        return std::string(detail::text(r->get()));
+    }
+
+    const std::string& url() const noexcept { return base::pool_.url(); }
+    const options& opts() const noexcept { return base::pool_.opts(); }
+    /// The key every name of this store starts with: "{prefix}:".
+    const std::string& key_tag() const noexcept { return base::context_.key().tag(); }
+};
+
+/// The everyday Redis store: every expiry judged on the server's clock.
+using store = basic_store<>;
+
+static_assert(fence_store<store>);
+static_assert(fence_update_store<store>);
+static_assert(lease_store<store>);
+static_assert(lease_queue_store<store>);
+static_assert(time_reservation_store<store>);
+static_assert(segment_allocator<store>);
+static_assert(ledger_store<store>);
+static_assert(session_store<store>);
+static_assert(revocation_store<store>);
+
+}  // namespace coord::redis

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# coordctl with --store redis://HOST:PORT/DB against the test server: the
+# same answers and exit codes as with a file store (lease tokens are the
+# server's time in microseconds, so only their order is checked), `store
+# init` and its refusals, the server's clock judging every expiry, and a
+# paused server bounded by --timeout.
+set -u
+ctl="$1"
+url="$2"              # redis://127.0.0.1:PORT
+redis_script="${3:-}" # tests/redis.sh, the server's directory and port: to pause it
+redis_dir="${4:-}"
+redis_port="${5:-}"
+store="$url/1"        # database 1: the library's tests use 0
+run="r$$"
+failures=0
+err=/tmp/coordctl_redis_stderr.$$
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect() {
+  local want_rc="$1" want_out="$2"; shift 3
+  local out rc
+  out=$("$ctl" "$@" 2>$err); rc=$?
+  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
+    fail "coordctl $*"
+    echo "  want rc=$want_rc out='$want_out'"
+    echo "  got  rc=$rc out='$out' stderr='$(cat $err)'"
+  fi
+}
+redis-cli -p "$redis_port" -n 1 flushdb >/dev/null
+
+# Before `store init`, what needs the store's data is refused (exit 1, a
+# corrupt-state condition naming the fix); leases already work.
+expect 1 "" -- fence read --store "$store" --key "$run"
+grep -q "coordctl store init" $err || fail "the refusal does not name coordctl store init: $(cat $err)"
+out=$("$ctl" store init --store "$store"); rc=$?
+[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
+out=$("$ctl" store init --store "$store"); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force replaces its identity" ]] \
+  || fail "store init over an initialized store: rc=$rc '$out'"
+out=$("$ctl" store init --store "$store" --force); rc=$?
+[ "$rc" = 0 ] && [[ "$out" =~ ^initialized: ]] || fail "store init --force: rc=$rc '$out'"
+expect 2 "" -- store init --store "$store" --force yes
+expect 0 "initialized: this store needs no initialization" -- store init --store "file:/tmp/coordctl_redis_file.$$"
+rm -f /tmp/coordctl_redis_file.$$ /tmp/coordctl_redis_file.$$.lock
+
+expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
+expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
+expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A
+expect 0 "fence=42 value=B" -- fence read --store "$store" --key "$run"
+expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 9223372036854775807 --value top
+expect 3 "rejected: stale fence (highest 9223372036854775807)" -- fence write --store "$store" --key "$run" --token 9223372036854775806 --value A
+a1=$("$ctl" lease acquire --store "$store" --name "$run" --owner A --ttl 60000); rc=$?
+[ "$rc" = 0 ] && [[ "$a1" =~ ^token=[0-9]+$ ]] || fail "lease acquire: rc=$rc '$a1'"
+expect 3 "held by A" -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
+expect 3 "not the holder" -- lease release --store "$store" --name "$run" --owner B
+expect 0 "renewed $a1" -- lease renew --store "$store" --name "$run" --owner A
+expect 0 "released" -- lease release --store "$store" --name "$run" --owner A
+b1=$("$ctl" lease acquire --store "$store" --name "$run" --owner B --ttl 60000)
+[ "${b1#token=}" -gt "${a1#token=}" ] 2>/dev/null || fail "the next token $b1 is not above $a1"
+a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
+b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
+all=$(printf '%s\n%s\n' "$a" "$b")
+[ "$(echo "$all" | wc -l)" = 6 ] && [ "$(echo "$all" | sort -n | uniq | wc -l)" = 6 ] || fail "segment IDs across invocations: $all"
+slot="billing$$@$(date -u +%Y-%m-%dT%H:%M)Z"
+effects=$(mktemp)
+expect 0 "applied" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
+expect 0 "replayed" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
+[ "$(wc -l < "$effects")" = 1 ] || fail "ledger effect ran $(wc -l < "$effects") times"
+rm -f "$effects"
+ids=$("$ctl" snowflake next --node 9 -n 3 --state "$store"); rc=$?
+[ "$rc" = 0 ] && [ "$(echo "$ids" | sort -n | uniq | wc -l)" = 3 ] || fail "snowflake on redis: rc=$rc '$ids'"
+
+# Bad addresses: malformed is usage (2); nobody listening is infrastructure (1).
+expect 2 "" -- fence read --store "redis://127.0.0.1:0" --key k
+expect 2 "" -- fence read --store "redis://127.0.0.1:1/99" --key k
+expect 1 "" -- fence read --store "redis://127.0.0.1:1" --key k
+grep -q "not applied" $err || fail "an unreachable server does not say what to assume: $(cat $err)"
+
+# Every expiry is judged on the server's clock: a worker whose clock is hours
+# ahead cannot take a held slot; an instance hours ahead finds a live session.
+if ! command -v faketime >/dev/null; then
+  fail "faketime is missing (tests/setup.sh installs it)"
+else
+  faketime() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" command faketime "$@"; }
+  cslot="claim$$@$(date -u +%Y-%m-%dT%H:%M)Z"
+  expect 0 "granted fence=1 attempt=1" -- ledger claim --store "$store" --slot "$cslot" --worker A --lease-ttl 60000
+  out=$(faketime -f '+2h' "$ctl" ledger claim --store "$store" --slot "$cslot" --worker B --lease-ttl 60000 2>&1); rc=$?
+  [ "$rc" = 3 ] && [ "$out" = "in progress holder=A" ] || fail "a worker 2 h ahead took a held slot: rc=$rc '$out'"
+  sess=$("$ctl" session create --store "$store" --user alice --idle-timeout 3600 --absolute-timeout 7200 2>&1)
+  id=${sess#id=}; id=${id%% *}
+  out=$(faketime -f '+3h' "$ctl" session load --store "$store" --id "$id" 2>&1); rc=$?
+  [ "$rc" = 0 ] && [ "${out% remaining=*}" = "user=alice version=1" ] || fail "an instance 3 h ahead: rc=$rc '$out' ('$sess')"
+  expect 0 "revoked" -- session revoke --store "$store" --id "$id"
+  expect 3 "not found" -- session load --store "$store" --id "$id"
+fi
+# lease acquire --wait: granted when the holder lets go (PUBLISH), or exit 3 at the deadline.
+w1=$("$ctl" lease acquire --store "$store" --name "w$run" --owner A --ttl 600000)
+( sleep 0.3; "$ctl" lease release --store "$store" --name "w$run" --owner A >/dev/null ) &
+w2=$("$ctl" lease acquire --store "$store" --name "w$run" --owner B --ttl 600000 --wait 20s); rc=$?
+wait
+[ "$rc" = 0 ] && [ "${w2#token=}" -gt "${w1#token=}" ] 2>/dev/null || fail "waiting acquire: rc=$rc '$w1' then '$w2'"
+expect 3 "held by B" -- lease acquire --store "$store" --name "w$run" --owner C --ttl 600000 --wait 100ms
+
+# A paused server (SIGSTOP): --timeout bounds the command; exit 1 says what to assume.
+if [ -n "$redis_script" ]; then
+  bash "$redis_script" pause "$redis_dir"
+  start=$(date +%s%N)
+  out=$(timeout 30 "$ctl" fence write --store "$store" --key "$run" --token 9223372036854775807 --value P --timeout 1s 2>$err); rc=$?
+  took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  bash "$redis_script" resume "$redis_dir"
+  [ "$rc" = 1 ] && [ -z "$out" ] && [ "$took_ms" -lt 10000 ] && grep -Eq "not applied|outcome is unknown" $err \
+    || fail "a paused server with --timeout 1s: rc=$rc ${took_ms}ms out='$out' $(cat $err)"
+  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 9223372036854775807 --value Q --timeout 5s
+fi
+rm -f $err
+if [ "$failures" != 0 ]; then echo "$failures coordctl redis check(s) failed"; exit 1; fi
+echo "coordctl redis: all checks passed"

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Starts and stops the throwaway Redis server coord's tests run against: a
+# plain process on 127.0.0.1, its state (append-only file) inside DIR, with
+# the engine's durable settings: appendonly yes, appendfsync always (every
+# acknowledged write is on disk before the reply). Installs redis-server when
+# it is missing and the user is root (the packaged service on 6379 is never
+# started). ctest runs `start` and `stop` as the fixture of every test that
+# needs the server.
+#
+#   tests/redis.sh start DIR PORT     # fresh server, empty data set
+#   tests/redis.sh stop DIR           # clean shutdown, removes DIR
+#   tests/redis.sh restart DIR PORT   # clean shutdown and start on the same data
+#   tests/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
+#   tests/redis.sh lose DIR PORT      # SIGKILL, the data removed, start empty: a
+#                                     # restart without persistence, or a failover to
+#                                     # a replica that had none of the writes
+#   tests/redis.sh pause DIR          # SIGSTOP the server (a long pause, a frozen VM)
+#   tests/redis.sh resume DIR         # SIGCONT it
+#   tests/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
+set -euo pipefail
+
+cmd="${1:-}"
+dir="${2:-}"
+port="${3:-16379}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|kill|lose|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
+case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
+
+log() { printf '[redis.sh] %s\n' "$*" >&2; }
+
+install_server() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return 0
+  if [ "$(id -u)" != 0 ]; then
+    log "redis-server is not installed and this user cannot install it: apt-get install redis-server redis-tools"
+    exit 1
+  fi
+  log "installing redis-server"
+  local made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then  # keep the packaged service from starting on 6379
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends redis-server redis-tools >/dev/null; then
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends redis-server redis-tools >/dev/null
+  fi
+  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+  return 0
+}
+
+pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
+alive() {  # a zombie counts as dead
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+ping() { [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; }
+
+server_start() {
+  mkdir -p "$dir/data"
+  setsid redis-server --bind 127.0.0.1 --port "$port" --protected-mode yes --daemonize no \
+    --dir "$dir/data" --logfile "$dir/log" --save '' --appendonly yes --appendfsync always \
+    </dev/null >/dev/null 2>&1 &
+  echo $! > "$dir/pid"
+  local i
+  for i in $(seq 1 600); do
+    ping && return 0
+    if ! alive "$(pid_of)"; then log "server died during startup; log tail:"; tail -n 30 "$dir/log" >&2 || true; exit 1; fi
+    sleep 0.05
+  done
+  log "server not ready after 30 s; log tail:"; tail -n 30 "$dir/log" >&2 || true
+  exit 1
+}
+
+wait_gone() {
+  local pid=$1 i
+  for i in $(seq 1 600); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+server_stop() {  # clean: the append-only file is complete
+  local pid; pid=$(pid_of) || return 0
+  alive "$pid" || return 0
+  kill -CONT "$pid" 2>/dev/null || true
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_gone "$pid"
+}
+
+server_kill() {
+  local pid; pid=$(pid_of) || return 0
+  alive "$pid" || return 0
+  kill -KILL "$pid" 2>/dev/null || true
+  wait_gone "$pid"
+}
+
+case "$cmd" in
+  start)
+    install_server
+    server_stop
+    # A server of an earlier run on this port (its DIR gone) is stopped too.
+    redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    server_start
+    log "ready on 127.0.0.1:$port (state in $dir, appendfsync always)"
+    ;;
+  stop)
+    server_stop
+    rm -rf "$dir"
+    ;;
+  restart)
+    server_stop
+    server_start
+    ;;
+  kill)
+    server_kill
+    server_start
+    ;;
+  lose)
+    server_kill
+    rm -rf "$dir/data"
+    server_start
+    ;;
+  pause)
+    kill -STOP "$(pid_of)"
+    ;;
+  resume)
+    kill -CONT "$(pid_of)"
+    ;;
+  conninfo)
+    echo "redis://127.0.0.1:$port"
+    ;;
+  *)
+    echo "unknown command $cmd" >&2
+    exit 2
+    ;;
+esac

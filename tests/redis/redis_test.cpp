@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: Apache-2.0
+// Redis-only behaviour: expiry on the server's clock, exact 64-bit numbers in
+// Lua, the script cache, one hash tag per store, the store's identity and
+// what happens when the server loses its data, a SIGKILL with the durable
+// settings, the server's refusals (MISCONF, READONLY, LOADING), a paused
+// server and a port that never answers.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
+#include "coord/lease.hpp"
+#include "coord/segment.hpp"
+#include "redis/redis_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using coord::test::redis_command;
+using coord::test::redis_fresh_prefix;
+using coord::test::redis_options;
+using coord::test::redis_url;
+
+std::string server(const std::string& what) {
+    return std::string(COORD_REDIS_SCRIPT) + " " + what + " '" + COORD_REDIS_DIR + "' " + COORD_REDIS_PORT;
+}
+void run(const std::string& what) { ASSERT_EQ(std::system(server(what).c_str()), 0) << server(what); }
+
+// A fresh, initialized store on the server's clock.
+std::unique_ptr<coord::redis::store> fresh_store(const std::string& prefix = redis_fresh_prefix(),
+                                                 coord::redis::options o = {}) {
+    o.prefix = prefix;
+    auto s = std::make_unique<coord::redis::store>(redis_url(), coord::redis::server_clock{}, o);
+    auto init = s->initialize();
+    if (!init) ADD_FAILURE() << init.error().message();
+    return s;
+}
+
+// Retries a call while the server comes back (a restart drops connections).
+template <class F>
+auto until_answered(F f) {
+    auto r = f();
+    for (int i = 0; i < 200 && !r && r.error() != coord::condition::refused &&
+                    r.error() != coord::condition::corrupt_state;
+         ++i) {
+        std::this_thread::sleep_for(20ms);
+        r = f();
+    }
+    return r;
+}
+
+TEST(Redis, LeaseExpiryIsOnTheServerClockAndTokensAreFlooredByIt) {
+    auto store = fresh_store();
+    const auto before = store->server_now_ns();
+    ASSERT_TRUE(before) << before.error().message();
+    auto l = store->lease_acquire("db-primary", "A", 1h);
+    ASSERT_TRUE(l) << l.error().code.message();
+    const auto after = store->server_now_ns();
+    ASSERT_TRUE(after);
+    EXPECT_GE(l->expires_at.count(), *before + std::chrono::nanoseconds(1h).count());
+    EXPECT_LE(l->expires_at.count(), *after + std::chrono::nanoseconds(1h).count());
+    // The token is at least the server's time in microseconds.
+    EXPECT_GE(l->token, static_cast<std::uint64_t>(*before / 1000));
+    EXPECT_LE(l->token, static_cast<std::uint64_t>(*after / 1000));
+    auto b = store->lease_acquire("db-primary", "B", 1h);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), coord::errc::lease_held);
+    EXPECT_EQ(b.error().holder, "A");
+}
+
+TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
+    auto store = fresh_store();
+    constexpr std::uint64_t p62 = std::uint64_t{1} << 62;
+    constexpr std::uint64_t max63 = (std::uint64_t{1} << 63) - 1;
+    constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
+    // Fences: neighbours that doubles cannot tell apart.
+    ASSERT_TRUE(store->fence_write("k", p62 + 1, "a"));
+    auto stale = store->fence_write("k", p62, "b");
+    ASSERT_FALSE(stale);
+    EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+    EXPECT_EQ(stale.error().highest, p62 + 1);
+    ASSERT_TRUE(store->fence_write("k", max63 - 1, "c"));
+    EXPECT_EQ(store->fence_write("k", max63 - 2, "d").error(), coord::errc::stale_fence);
+    ASSERT_TRUE(store->fence_write("k", max63, 7, "e"));
+    EXPECT_EQ(store->fence_write("k", max63, 7, "f").error(), coord::errc::stale_sequence);
+    ASSERT_TRUE(store->fence_write("k", max64, "g"));
+    EXPECT_EQ(store->fence_write("k", max64 - 1, "h").error().highest, max64);
+    auto v = store->fence_read("k");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, max64);
+    EXPECT_EQ(v->value, "g");
+    // Reservations under such tokens.
+    ASSERT_TRUE(store->time_reserve("node", 1000, max63 - 1));
+    auto r = store->time_reserve("node", 2000, max63 - 2);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().highest, max63 - 1);
+    // Lease tokens continue exactly from a last token near the top.
+    ASSERT_TRUE(store->lease_acquire("big", "A", 1h));
+    EXPECT_EQ(redis_command({"HSET", store->key_tag() + "lease:big", "last", std::to_string(p62)}), "0");
+    ASSERT_TRUE(store->lease_release("big", "A", 0));
+    auto l = store->lease_acquire("big", "B", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->token, p62 + 1);
+    ASSERT_TRUE(store->lease_release("big", "B", l->token));
+    EXPECT_EQ(redis_command({"HSET", store->key_tag() + "lease:big", "last", std::to_string(max63 - 1)}), "0");
+    l = store->lease_acquire("big", "C", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->token, max63);
+    // Segments up to the last ID, then exhausted.
+    auto a = store->segment_allocate("ids", p62);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->begin, 1u);
+    EXPECT_EQ(a->end, p62 + 1);
+    auto b = store->segment_allocate("ids", max63 - p62 - 1);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->begin, p62 + 1);
+    EXPECT_EQ(b->end, max63);
+    auto c = store->segment_allocate("ids", 1);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->begin, max63);
+    EXPECT_EQ(c->end, coord::segment_id_limit);
+    EXPECT_EQ(store->segment_allocate("ids", 1).error(), coord::errc::range_exhausted);
+}
+
+TEST(Redis, ScriptsAreLoadedAgainAfterTheServerForgetsThem) {
+    auto store = fresh_store();
+    ASSERT_TRUE(store->fence_write("k", 1, "a"));
+    EXPECT_EQ(redis_command({"SCRIPT", "FLUSH"}), "OK");
+    ASSERT_TRUE(store->fence_write("k", 2, "b")) << "NOSCRIPT must fall back to loading the script";
+    auto l = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(store->fence_read("k")->value, "b");
+    auto echo = store->echo(std::string("bin\0ary", 7));
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(*echo, std::string("bin\0ary", 7));
+}
+
+TEST(Redis, EveryKeyOfAStoreSharesItsHashTag) {
+    const std::string prefix = redis_fresh_prefix();
+    auto store = fresh_store(prefix);
+    const std::string odd("n{a}\0b:c", 8);  // braces and a NUL in a name do not move the key's slot
+    ASSERT_TRUE(store->fence_write(odd, 1, "v"));
+    ASSERT_TRUE(store->lease_acquire(odd, "A", 1h));
+    ASSERT_TRUE(store->lease_enqueue(odd, "B", 2s));
+    ASSERT_TRUE(store->time_reserve(odd, 5, 1));
+    ASSERT_TRUE(store->segment_allocate(odd, 10));
+    coord::basic_job_ledger<coord::redis::store> ledger{*store};
+    ASSERT_TRUE(ledger.run(coord::slot("job", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now())),
+                           "w", "", [](const coord::ledger_context&) { return std::string("r"); }));
+    ASSERT_TRUE(store->session_create("h", {.user = odd, .data = "d", .idle_timeout_ms = 60000, .absolute_timeout_ms = 600000}));
+    ASSERT_TRUE(store->revoke_token(odd, 2000000000));
+    ASSERT_TRUE(store->revoke_subject(odd, 5));
+    // Every key the store made starts with its one tag, "{prefix}:".
+    const std::string keys = redis_command({"EVAL", "return table.concat(redis.call('KEYS', ARGV[1]), '\\n')", "0", "*"});
+    std::size_t mine = 0;
+    std::size_t start = 0;
+    while (start <= keys.size()) {
+        const auto end = std::min(keys.find('\n', start), keys.size());
+        const std::string k = keys.substr(start, end - start);
+        if (k.find(prefix) != std::string::npos) {
+            ++mine;
+            EXPECT_EQ(k.rfind("{" + prefix + "}:", 0), 0u) << k;
+        }
+        start = end + 1;
+    }
+    EXPECT_GE(mine, 10u);
+}
+
+TEST(Redis, AStoreNotInitializedRefusesWhatNeedsItsDataAndServesLeasesAndSessions) {
+    coord::redis::store store{redis_url(), {}, redis_options(redis_fresh_prefix())};
+    auto f = store.fence_write("k", 1, "v");
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(f.error().code, coord::condition::corrupt_state);
+    EXPECT_NE(f.error().code.message().find("coordctl store init"), std::string::npos) << f.error().code.message();
+    EXPECT_EQ(store.segment_allocate("ids", 10).error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(store.time_reserve("node", 10, 1).error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(store.revoke_token("jti", 10).error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(store.token_revoked("jti", "", std::nullopt, 1).error(), coord::errc::store_uninitialized);
+    coord::ledger_claim_request q;
+    q.key = "job@x";
+    q.worker = "w";
+    q.lease_ttl_ns = 1'000'000'000;
+    q.replay_window_ms = std::numeric_limits<std::int64_t>::max();
+    EXPECT_EQ(store.ledger_claim(q).error(), coord::errc::store_uninitialized);
+    EXPECT_TRUE(store.lease_acquire("n", "A", 1h));
+    EXPECT_TRUE(store.session_create("h", {.user = "u", .data = "d", .idle_timeout_ms = 1000, .absolute_timeout_ms = 2000}));
+    // Initializing once works; again is refused; --force replaces the identity.
+    auto id = store.initialize();
+    ASSERT_TRUE(id) << id.error().message();
+    EXPECT_EQ(id->size(), 32u);
+    EXPECT_TRUE(store.fence_write("k", 1, "v"));
+    EXPECT_EQ(store.initialize().error(), coord::errc::store_already_initialized);
+    coord::redis::store other{redis_url(), {}, store.opts()};
+    auto forced = other.initialize(true);
+    ASSERT_TRUE(forced);
+    EXPECT_NE(*forced, *id);
+    // A process that opened the store before is refused until it reopens.
+    EXPECT_EQ(store.fence_write("k", 2, "w").error(), coord::errc::store_identity_changed);
+    EXPECT_TRUE(other.fence_write("k", 2, "w"));
+    EXPECT_EQ(*other.server_identity(), *forced);
+}
+
+// appendonly yes, appendfsync always: a SIGKILL loses nothing acknowledged.
+TEST(Redis, ASigkilledServerRestartsWithEveryFenceRangeAndResult) {
+    auto store = fresh_store();
+    ASSERT_TRUE(store->fence_write("orders", 42, "forty-two"));
+    auto range = store->segment_allocate("ids", 100);
+    ASSERT_TRUE(range);
+    coord::basic_job_ledger<coord::redis::store> ledger{*store};
+    const coord::slot s("billing", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    auto done = ledger.run(s, "w1", "", [](const coord::ledger_context&) { return std::string("charged once"); });
+    ASSERT_TRUE(done);
+    auto l = store->lease_acquire("primary", "A", 1h);
+    ASSERT_TRUE(l);
+
+    run("kill");
+
+    auto v = until_answered([&] { return store->fence_read("orders"); });
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_EQ(v->fence, 42u);
+    EXPECT_EQ(v->value, "forty-two");
+    EXPECT_EQ(store->fence_write("orders", 41, "stale").error(), coord::errc::stale_fence);
+    auto next = store->segment_allocate("ids", 100);
+    ASSERT_TRUE(next) << next.error().message();
+    EXPECT_EQ(next->begin, range->end);
+    auto again = ledger.run(s, "w2", "", [](const coord::ledger_context&) {
+        ADD_FAILURE() << "a done slot ran twice";
+        return std::string("twice");
+    });
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->kind, coord::run_outcome::replayed);
+    EXPECT_EQ(again->result, "charged once");
+    auto holder = store->lease_read("primary");
+    ASSERT_TRUE(holder && *holder);
+    EXPECT_EQ((*holder)->token, l->token);
+}
+
+// A restart that lost everything (no persistence, or a replica without the
+// writes promoted): tokens still go up; what needs the lost data refuses
+// until an operator initializes again; a rollback under a surviving identity
+// is caught by the segment allocator's own memory.
+TEST(Redis, AServerThatLostItsDataRefusesInsteadOfReissuing) {
+    const std::string prefix = redis_fresh_prefix();
+    auto store = fresh_store(prefix);
+    ASSERT_TRUE(store->fence_write("orders", 42, "v"));
+    auto range = store->segment_allocate("ids", 100);
+    ASSERT_TRUE(range);
+    coord::basic_job_ledger<coord::redis::store> ledger{*store};
+    const coord::slot s("billing", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    ASSERT_TRUE(ledger.run(s, "w1", "", [](const coord::ledger_context&) { return std::string("charged"); }));
+    auto before = store->lease_acquire("primary", "A", 1h);
+    ASSERT_TRUE(before);
+    ASSERT_TRUE(store->revoke_token("stolen", 4000000000));
+
+    run("lose");
+
+    auto seg = until_answered([&] { return store->segment_allocate("ids", 100); });
+    ASSERT_FALSE(seg);
+    EXPECT_EQ(seg.error(), coord::errc::store_uninitialized) << seg.error().message();
+    EXPECT_EQ(store->fence_write("orders", 1, "stale").error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(store->time_reserve("node", 10, 1).error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(store->token_revoked("stolen", "", std::nullopt, 1).error(), coord::errc::store_uninitialized);
+    int ran = 0;
+    auto claim = ledger.run(s, "w2", "", [&](const coord::ledger_context&) {
+        ++ran;
+        return std::string("charged again");
+    });
+    ASSERT_FALSE(claim);
+    EXPECT_EQ(claim.error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(ran, 0);
+    // The lease's record is gone, yet the next token is larger than the last.
+    auto after = store->lease_acquire("primary", "B", 1h);
+    ASSERT_TRUE(after) << after.error().code.message();
+    EXPECT_GT(after->token, before->token);
+
+    // The operator initializes again: processes that opened it before stay refused.
+    coord::redis::store fresh{redis_url(), {}, redis_options(prefix)};
+    ASSERT_TRUE(fresh.initialize());
+    EXPECT_EQ(store->segment_allocate("ids", 100).error(), coord::errc::store_identity_changed);
+    auto restarted = fresh.segment_allocate("ids", 100);
+    ASSERT_TRUE(restarted);
+    EXPECT_EQ(restarted->begin, 1u);  // the documented cost of re-initializing after a loss
+    // A counter that goes back under the same identity (a restored snapshot)
+    // is caught by a store object that already got a later range.
+    EXPECT_EQ(redis_command({"SET", fresh.key_tag() + "segment:ids", "0"}), "OK");
+    auto back = fresh.segment_allocate("ids", 100);
+    ASSERT_FALSE(back);
+    EXPECT_EQ(back.error(), coord::errc::state_went_back);
+    EXPECT_EQ(back.error(), coord::condition::corrupt_state);
+}
+
+TEST(Redis, ARefusedConnectionIsAClearErrorAndAMalformedUrlIsRefused) {
+    // A port nobody listens on.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    ::close(fd);
+    try {
+        coord::redis::store store{url};
+        ADD_FAILURE() << "connected to a closed port";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::redis::errc::connection_failed) << e.what();
+        EXPECT_EQ(e.code(), coord::condition::unavailable);
+        EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+    }
+    for (const char* bad : {"http://x:1", "redis://", "redis://h:0", "redis://h:70000", "redis://h:1/16", "redis://h:1/x",
+                            "redis://u:p@h:1", "redis://[::1"})
+        EXPECT_THROW(coord::redis::store{bad}, std::invalid_argument) << bad;
+    auto with = [](auto change) {
+        coord::redis::options o;
+        change(o);
+        return o;
+    };
+    EXPECT_THROW((coord::redis::store{redis_url(), {}, with([](auto& o) { o.prefix = "a{b"; })}), std::invalid_argument);
+    EXPECT_THROW((coord::redis::store{redis_url(), {}, with([](auto& o) { o.prefix = ""; })}), std::invalid_argument);
+    EXPECT_THROW((coord::redis::store{redis_url(), {}, with([](auto& o) { o.pool_size = 0; })}), std::invalid_argument);
+    EXPECT_THROW((coord::redis::store{redis_url(), {}, with([](auto& o) { o.operation_timeout = 0ms; })}),
+                 std::invalid_argument);
+    EXPECT_THROW((coord::redis::store{redis_url(), {}, with([](auto& o) { o.connect_timeout = 25h; })}),
+                 std::invalid_argument);
+    const auto ok = coord::redis::parse_url("redis://[::1]:6380/3");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->host, "::1");
+    EXPECT_EQ(ok->port, 6380);
+    EXPECT_EQ(ok->db, 3);
+}
+
+// A second server of the test's own, on its own port and directory.
+class side_server {
+public:
+    explicit side_server(const std::string& extra) : port_(std::stoi(COORD_REDIS_PORT) + 1) {
+        dir_ = std::string(COORD_REDIS_DIR) + "-side";
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+        start(extra);
+    }
+    ~side_server() {
+        stop();
+        std::filesystem::remove_all(dir_);
+        std::filesystem::remove(dir_ + ".log");
+    }
+    void start(const std::string& extra) {
+        const std::string cmd = "redis-server --bind 127.0.0.1 --port " + std::to_string(port_) + " --dir '" + dir_ +
+                                "' --logfile '" + dir_ + ".log' --daemonize yes --pidfile '" + dir_ + ".pid' " + extra;
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        // Up once it answers, even if only to say it is still loading.
+        for (int i = 0; i < 400 && std::system(cli("ping 2>&1 | grep -q -e PONG -e LOADING").c_str()) != 0; ++i)
+            std::this_thread::sleep_for(10ms);
+    }
+    void stop() {
+        (void)std::system(cli("shutdown nosave >/dev/null 2>&1").c_str());
+        const std::string pid = "$(cat '" + dir_ + ".pid' 2>/dev/null)";
+        for (int i = 0; i < 400 && std::system(("kill -0 " + pid + " 2>/dev/null").c_str()) == 0; ++i)
+            std::this_thread::sleep_for(10ms);
+        (void)std::system(("kill -KILL " + pid + " 2>/dev/null; rm -f '" + dir_ + ".pid'").c_str());
+        for (int i = 0; i < 400 && std::system(cli("ping >/dev/null 2>&1").c_str()) == 0; ++i)
+            std::this_thread::sleep_for(10ms);
+    }
+    std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+    std::string cli(const std::string& args) const { return "redis-cli -p " + std::to_string(port_) + " " + args; }
+    const std::string& dir() const { return dir_; }
+
+private:
+    int port_;
+    std::string dir_;
+};
+
+TEST(Redis, TheServersRefusalsMapToTheirConditions) {
+    {
+        // MISCONF: the server cannot save (its directory vanished) and stops writes.
+        side_server side("--save '3600 1' --appendonly no");
+        coord::redis::store store{side.url(), {}, redis_options("misconf")};
+        ASSERT_TRUE(store.initialize());
+        ASSERT_TRUE(store.fence_write("k", 1, "v"));
+        std::filesystem::remove_all(side.dir());
+        ASSERT_EQ(std::system(side.cli("bgsave >/dev/null").c_str()), 0);
+        coord::result<void, coord::write_error> w;
+        coord::fence_token token = 1;
+        for (int i = 0; i < 200; ++i) {  // the failed save is noticed within moments
+            w = store.fence_write("k", ++token, "w");
+            if (!w) break;
+            std::this_thread::sleep_for(10ms);
+        }
+        ASSERT_FALSE(w);
+        EXPECT_EQ(w.error().code, coord::redis::errc::misconfigured) << w.error().code.message();
+        EXPECT_EQ(w.error().code, coord::condition::unavailable);
+        EXPECT_NE(w.error().code.message().find("MISCONF"), std::string::npos) << w.error().code.message();
+        auto r = store.fence_read("k");  // reads still work, and say the refused write did nothing
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->fence, token - 1);
+        std::filesystem::create_directories(side.dir());
+    }
+    {
+        // READONLY: a replica refuses writes.
+        side_server side(std::string("--appendonly no --replicaof 127.0.0.1 ") + COORD_REDIS_PORT);
+        coord::redis::store store{side.url(), {}, redis_options(redis_fresh_prefix())};
+        auto w = store.lease_acquire("n", "A", 1h);
+        ASSERT_FALSE(w);
+        EXPECT_EQ(w.error().code, coord::redis::errc::read_only) << w.error().code.message();
+        EXPECT_EQ(w.error().code, coord::condition::unavailable);
+    }
+    {
+        // LOADING: a server still reading a large data set at start.
+        side_server side("--appendonly yes");
+        ASSERT_EQ(std::system(side.cli("eval \"for i = 1, 20000 do redis.call('set', 'k' .. i, i) end\" 0 >/dev/null").c_str()), 0);
+        ASSERT_EQ(std::system(side.cli("bgrewriteaof >/dev/null").c_str()), 0);
+        for (int i = 0; i < 500; ++i) {
+            if (std::system(side.cli("info persistence | grep -q 'aof_rewrite_in_progress:0'").c_str()) == 0 &&
+                std::system(side.cli("info persistence | grep -q 'aof_rewrite_scheduled:0'").c_str()) == 0)
+                break;
+            std::this_thread::sleep_for(10ms);
+        }
+        side.stop();
+        // 500 us a key (about 10 s of loading), answering clients every KiB read.
+        side.start("--appendonly yes --key-load-delay 500 --loading-process-events-interval-bytes 1024");
+        coord::redis::options o;
+        o.prefix = "loading";
+        try {
+            coord::redis::store store{side.url(), {}, o};
+            ADD_FAILURE() << "a loading server answered";
+        } catch (const coord::store_error& e) {
+            EXPECT_EQ(e.code(), coord::redis::errc::loading) << e.what();
+            EXPECT_EQ(e.code(), coord::condition::unavailable);
+        }
+    }
+}
+
+coord::redis::options short_timeouts() {
+    coord::redis::options o;
+    o.prefix = redis_fresh_prefix();
+    o.operation_timeout = 300ms;
+    o.connect_timeout = 300ms;
+    return o;
+}
+
+template <class F>
+std::chrono::steady_clock::duration timed(F f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::steady_clock::now() - start;
+}
+
+// The server paused (SIGSTOP) while clients call: no false success, a write
+// is outcome_unknown, a read is deadline_passed, each in bounded time; after
+// SIGCONT the next call reconnects and the state is one the rule allows.
+TEST(Redis, APausedServerGivesUnknownOrUnavailableInBoundedTimeNeverASuccess) {
+    auto store = std::make_unique<coord::redis::store>(redis_url(), coord::redis::server_clock{}, short_timeouts());
+    ASSERT_TRUE(store->initialize());
+    ASSERT_TRUE(store->fence_write("k", 5, "five"));
+    auto held = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(held);
+    auto first = store->segment_allocate("ids", 10);
+    ASSERT_TRUE(first);
+    run("pause");
+    coord::result<void, coord::write_error> w;
+    coord::result<coord::lease, coord::lease_error> l;
+    coord::result<coord::segment_range> seg;
+    coord::result<coord::fenced_value> r;
+    const auto took = timed([&] {
+        w = store->fence_write("k", 6, "six");
+        l = store->lease_acquire("other", "B", 1h);
+        seg = store->segment_allocate("ids", 10);
+        r = store->fence_read("k");
+    });
+    run("resume");
+    EXPECT_LT(took, 4 * 300ms + 2s);  // a hang guard, not a speed claim
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().code, coord::errc::outcome_unknown) << w.error().code.message();
+    ASSERT_FALSE(l);
+    EXPECT_EQ(l.error().code, coord::errc::outcome_unknown);
+    ASSERT_FALSE(seg);
+    EXPECT_EQ(seg.error(), coord::errc::outcome_unknown);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), coord::redis::errc::deadline_passed) << r.error().message();
+    EXPECT_EQ(r.error(), coord::condition::unavailable);
+    // Resolved: the write either landed or not, and the fence holds.
+    auto v = until_answered([&] { return store->fence_read("k"); });
+    ASSERT_TRUE(v);
+    EXPECT_TRUE(v->fence == 5 || v->fence == 6) << v->fence;
+    EXPECT_EQ(store->fence_write("k", 4, "stale").error(), coord::errc::stale_fence);
+    // No range is served twice: the one lost in the pause is skipped.
+    auto after = store->segment_allocate("ids", 10);
+    ASSERT_TRUE(after);
+    EXPECT_GE(after->begin, first->end);
+}
+
+TEST(Redis, APortThatNeverAnswersTimesOut) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(fd, 16), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    const auto took = timed([&] {
+        try {
+            coord::redis::store store{url, {}, short_timeouts()};
+            ADD_FAILURE() << "a port that never answers answered";
+        } catch (const coord::store_error& e) {
+            EXPECT_EQ(e.code(), coord::redis::errc::deadline_passed) << e.what();
+        }
+    });
+    EXPECT_LT(took, 300ms + 2s);
+    ::close(fd);
+}
+
+TEST(Redis, ManyThreadsOnAFewConnectionsKeepEveryPromise) {
+    coord::redis::options o;
+    o.pool_size = 2;
+    auto store = fresh_store(redis_fresh_prefix(), o);
+    std::vector<std::thread> threads;
+    std::vector<std::vector<std::uint64_t>> got(8);
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 50; ++i) {
+                auto r = store->segment_allocate("ids", 3);
+                if (r) got[static_cast<std::size_t>(t)].push_back(r->begin);
+            }
+        });
+    for (auto& t : threads) t.join();
+    std::set<std::uint64_t> all;
+    for (const auto& g : got)
+        for (auto b : g) EXPECT_TRUE(all.insert(b).second);
+    EXPECT_EQ(all.size(), 400u);
+}
+
+}  // namespace
