@@ -8,7 +8,10 @@
 # started). ctest runs `start` and `stop` as the fixture of every test that
 # needs the server.
 #
-#   tests/redis.sh start DIR PORT     # fresh server, empty data set
+#   tests/redis.sh start DIR PORT [durable|volatile]
+#                                     # fresh server, empty data set; volatile: no
+#                                     # append-only file (the benchmarks: coord's cost,
+#                                     # not the disk's; durable is the default)
 #   tests/redis.sh stop DIR           # clean shutdown, removes DIR
 #   tests/redis.sh restart DIR PORT   # clean shutdown and start on the same data
 #   tests/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
@@ -23,6 +26,8 @@ set -euo pipefail
 cmd="${1:-}"
 dir="${2:-}"
 port="${3:-16379}"
+mode="${4:-durable}"
+case "$mode" in durable|volatile) ;; *) echo "mode must be durable or volatile, got $mode" >&2; exit 2 ;; esac
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|kill|lose|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
@@ -60,8 +65,13 @@ ping() { [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; }
 
 server_start() {
   mkdir -p "$dir/data"
+  # The mode is kept with the state, so that restart and kill keep it.
+  [ -f "$dir/mode" ] && mode=$(cat "$dir/mode")
+  echo "$mode" > "$dir/mode"
+  local persistence=(--appendonly yes --appendfsync always)
+  [ "$mode" = volatile ] && persistence=(--appendonly no)
   setsid redis-server --bind 127.0.0.1 --port "$port" --protected-mode yes --daemonize no \
-    --dir "$dir/data" --logfile "$dir/log" --save '' --appendonly yes --appendfsync always \
+    --dir "$dir/data" --logfile "$dir/log" --save '' "${persistence[@]}" \
     </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/pid"
   local i
@@ -104,7 +114,7 @@ case "$cmd" in
     rm -rf "$dir"
     mkdir -p "$dir"
     server_start
-    log "ready on 127.0.0.1:$port (state in $dir, appendfsync always)"
+    log "ready on 127.0.0.1:$port (state in $dir, $mode)"
     ;;
   stop)
     server_stop

@@ -247,12 +247,29 @@ struct script {
     const char* body;
 };
 
-inline std::string& known_sha(const script& s, std::mutex*& m) {
-    static std::mutex mutex;
-    static std::map<const char*, std::string> shas;
-    m = &mutex;
-    return shas[s.body];
-}
+/// The SHA-1s the server gave for the scripts (a function of the body).
+class script_shas {
+public:
+    static std::string of(const script& s) {
+        std::lock_guard lk(mutex());
+        auto it = map().find(s.body);
+        return it == map().end() ? std::string() : it->second;
+    }
+    static void learn(const script& s, std::string sha) {
+        std::lock_guard lk(mutex());
+        map()[s.body] = std::move(sha);
+    }
+
+private:
+    static std::mutex& mutex() {
+        static std::mutex m;
+        return m;
+    }
+    static std::map<const char*, std::string>& map() {
+        static std::map<const char*, std::string> m;
+        return m;
+    }
+};
 
 /// The condition an error reply names (failed on the server: nothing applied).
 inline coord::error server_error(std::string_view message) {
@@ -343,13 +360,7 @@ public:
     /// or SCRIPT FLUSH). An error reply becomes the error.
     result<reply> eval(const script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                        bool writes, coord::detail::deadline until) {
-        std::mutex* m = nullptr;
-        std::string& cached = known_sha(s, m);
-        std::string sha;
-        {
-            std::lock_guard lk(*m);
-            sha = cached;
-        }
+        const std::string sha = script_shas::of(s);
         auto call = [&](std::string_view how, std::string_view what) {
             command c{std::string(how), std::string(what), std::to_string(keys.size())};
             c.insert(c.end(), keys.begin(), keys.end());
@@ -365,10 +376,7 @@ public:
         // Not loaded (nothing ran): load it and run it in one round trip.
         auto r = run({{"SCRIPT", "LOAD", s.body}, call("EVAL", s.body)}, writes, until);
         if (!r) return unexpected(r.error());
-        if ((*r)[0]->type == REDIS_REPLY_STRING) {
-            std::lock_guard lk(*m);
-            cached = std::string(text((*r)[0].get()));
-        }
+        if ((*r)[0]->type == REDIS_REPLY_STRING) script_shas::learn(s, std::string(text((*r)[0].get())));
         return answer(std::move((*r)[1]));
     }
 
