@@ -27,6 +27,9 @@
 #if defined(COORD_BENCH_POSTGRES)
 #include "coord/postgres/store.hpp"
 #endif
+#if defined(COORD_BENCH_REDIS)
+#include "coord/redis/store.hpp"
+#endif
 #include "coord/sqlite/store.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
@@ -99,6 +102,21 @@ struct postgres_maker {
         auto s = std::make_unique<store>(c);
         // A fresh name each run: no waiters left from an earlier one.
         return s;
+    }
+};
+#endif
+
+#if defined(COORD_BENCH_REDIS)
+// Redis from COORD_REDIS_URL (the benches fail visibly without it).
+struct redis_maker {
+    using store = counting<coord::redis::store>;
+    std::unique_ptr<store> make() {
+        const char* u = std::getenv("COORD_REDIS_URL");
+        if (!u || !*u) throw std::runtime_error("COORD_REDIS_URL is not set");
+        coord::redis::options o;
+        o.prefix = "lease-wait-";
+        o.prefix += std::to_string(::getpid());
+        return std::make_unique<store>(u, coord::redis::server_clock{}, o);
     }
 };
 #endif
@@ -213,6 +231,14 @@ void BM_ReleaseOps_Postgres(benchmark::State& state) { release_ops<postgres_make
 BENCHMARK(BM_Handover_Postgres)->UseRealTime()->Iterations(300);
 BENCHMARK(BM_Floor_Acquire_Postgres)->UseRealTime();
 BENCHMARK(BM_ReleaseOps_Postgres)->Arg(100)->Iterations(1)->UseRealTime();
+#endif
+#if defined(COORD_BENCH_REDIS)
+void BM_Handover_Redis(benchmark::State& state) { handover<redis_maker>(state); }
+void BM_Floor_Acquire_Redis(benchmark::State& state) { floor_acquire<redis_maker>(state); }
+void BM_ReleaseOps_Redis(benchmark::State& state) { release_ops<redis_maker>(state); }
+BENCHMARK(BM_Handover_Redis)->UseRealTime()->Iterations(300);
+BENCHMARK(BM_Floor_Acquire_Redis)->UseRealTime();
+BENCHMARK(BM_ReleaseOps_Redis)->Arg(100)->Iterations(1)->UseRealTime();
 #endif
 
 }  // namespace

@@ -73,6 +73,10 @@ TEST(Errc, EveryCodeHasACondition) {
         {errc::session_not_found, condition::refused},    {errc::session_expired, condition::refused},
         {errc::session_conflict, condition::refused},     {errc::state_not_regular, condition::corrupt_state},
         {errc::state_hard_linked, condition::corrupt_state}, {errc::state_too_large, condition::corrupt_state},
+        {errc::lock_timeout, condition::unavailable},     {errc::wait_place_lost, condition::refused},
+        {errc::store_uninitialized, condition::corrupt_state},
+        {errc::store_identity_changed, condition::corrupt_state},
+        {errc::store_already_initialized, condition::refused},
     };
     for (const auto& [e, c] : expected) {
         const std::error_code ec = e;
@@ -83,7 +87,7 @@ TEST(Errc, EveryCodeHasACondition) {
                 EXPECT_NE(ec, other) << ec.message();
             }
     }
-    for (int v = 1; v <= static_cast<int>(errc::state_too_large); ++v) {
+    for (int v = 1; v <= static_cast<int>(errc::store_already_initialized); ++v) {
         const std::error_code ec = static_cast<errc>(v);
         int matches = 0;
         for (const auto c : {condition::refused, condition::outcome_unknown, condition::unavailable,
