@@ -17,6 +17,8 @@
 # the postgres user then); the socket directory must be one the server user
 # can write; a stale server from an earlier run on DIR is stopped first.
 set -euo pipefail
+# shellcheck source=tests/apt_install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
@@ -37,18 +39,7 @@ install_server() {
     exit 1
   fi
   log "installing postgresql-15"
-  local made_policy=0
-  if [ ! -e /usr/sbin/policy-rc.d ]; then  # keep the packaged cluster from starting on 5432
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod +x /usr/sbin/policy-rc.d
-    made_policy=1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends postgresql-15 >/dev/null; then
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends postgresql-15 >/dev/null
-  fi
-  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+  apt_install postgresql-15
   return 0
 }
 

@@ -22,6 +22,8 @@
 #   tests/redis.sh resume DIR         # SIGCONT it
 #   tests/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
 set -euo pipefail
+# shellcheck source=tests/apt_install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
@@ -40,18 +42,7 @@ install_server() {
     exit 1
   fi
   log "installing redis-server"
-  local made_policy=0
-  if [ ! -e /usr/sbin/policy-rc.d ]; then  # keep the packaged service from starting on 6379
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod +x /usr/sbin/policy-rc.d
-    made_policy=1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends redis-server redis-tools >/dev/null; then
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends redis-server redis-tools >/dev/null
-  fi
-  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+  apt_install redis-server redis-tools
   return 0
 }
 

@@ -3,9 +3,11 @@
 # Installs the Debian packages coord's build, tests and benchmarks need, when
 # they are missing (a no-op on a machine that has them). Needs root to install.
 set -euo pipefail
+# shellcheck source=tests/apt_install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 packages=(cmake ninja-build g++ clang-14 libclang-rt-14-dev libgtest-dev libbenchmark-dev libhowardhinnant-date-dev tzdata
-          libssl-dev nlohmann-json3-dev rapidjson-dev libjwt-dev libcpp-jwt-dev pkg-config libpq-dev libsqlite3-dev libhiredis-dev faketime)
+          libssl-dev nlohmann-json3-dev rapidjson-dev libjwt-dev libcpp-jwt-dev pkg-config libpq-dev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev faketime)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -18,8 +20,4 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 echo "tests/setup.sh: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+apt_install "${missing[@]}"
