@@ -56,6 +56,14 @@ constexpr bool tokens_floored_by_time() {
     else return false;
 }
 
+/// Whether a factory's store counts lease tokens per name from 1 (false: a
+/// store-wide counter, such as etcd's revision).
+template <class Factory>
+constexpr bool tokens_count_per_name() {
+    if constexpr (requires { Factory::tokens_count_per_name; }) return Factory::tokens_count_per_name;
+    else return !tokens_floored_by_time<Factory>();
+}
+
 /// Factories the typed conformance suites are instantiated with: each makes
 /// a fresh store judged on the given manual_clock.
 struct memory_factory {

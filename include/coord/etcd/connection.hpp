@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/connection.hpp: the etcd connection layer of coord's engine:
+// the error codes, the store's options and endpoints, a pool of libcurl
+// handles speaking etcd's v3 API through its JSON gateway (POST /v3/... over
+// HTTP/1.1 keep-alive), every call under a deadline, and the JSON the API
+// speaks (keys and values in base64, 64-bit numbers as strings).
+//
+// A call tries the endpoints it was given, starting with the one that last
+// answered: an endpoint that refuses the connection, or answers that it has
+// no leader, is skipped for the next (nothing was applied). A call that was
+// sent and got no answer in time, or that etcd answers "request timed out"
+// (the proposal may still commit), is errc::outcome_unknown when it writes.
+// libcurl's own timeouts bound each request (CURLOPT_TIMEOUT_MS, the time left
+// of the call's deadline), so a paused or partitioned member gives an answer
+// in bounded time.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "coord/detail/base64url.hpp"
+#include "coord/detail/connection_pool.hpp"
+#include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/json.hpp"
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord::etcd {
+
+/// Infrastructure failures of the etcd engine.
+enum class errc {
+    /// No endpoint could be reached (refused, unreachable, no answer within
+    /// options::connect_timeout).
+    connection_failed = 1,
+    /// No endpoint had a leader (an election, a partitioned member).
+    no_leader,
+    /// etcd refused the request (nothing was applied).
+    request_failed,
+    /// etcd's answer was not what the engine expects.
+    bad_answer,
+    /// No answer within options::operation_timeout, for a call that wrote
+    /// nothing; a writing call that was sent is errc::outcome_unknown instead.
+    deadline_passed,
+    /// The same compare-and-swap lost to other writers too many times in a row.
+    contention,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.etcd"; }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
+        return coord::make_error_condition(coord::condition::unavailable);
+    }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::connection_failed: return "no etcd endpoint could be reached";
+        case errc::no_leader: return "etcd has no leader";
+        case errc::request_failed: return "etcd refused the request";
+        case errc::bad_answer: return "unexpected answer from etcd";
+        case errc::deadline_passed: return "no answer from etcd within the operation timeout";
+        case errc::contention: return "an etcd compare-and-swap kept losing to other writers";
+        }
+        return "unknown etcd error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+}  // namespace coord::etcd
+
+template <>
+struct std::is_error_code_enum<coord::etcd::errc> : std::true_type {};
+
+namespace coord::etcd {
+
+/// Parses etcd://HOST:PORT[,HOST:PORT...] into http://HOST:PORT base URLs.
+/// The error says what is wrong.
+inline result<std::vector<std::string>, std::string> parse_url(std::string_view url) {
+    constexpr std::string_view scheme = "etcd://";
+    if (url.substr(0, scheme.size()) != scheme) return unexpected(std::string("an etcd URL starts with etcd://"));
+    std::string_view rest = url.substr(scheme.size());
+    std::vector<std::string> out;
+    while (true) {
+        const auto comma = rest.find(',');
+        const std::string_view one = rest.substr(0, comma);
+        const auto colon = one.rfind(':');
+        if (one.empty() || colon == std::string_view::npos || colon == 0)
+            return unexpected(std::string("each endpoint is HOST:PORT"));
+        const std::string_view host = one.substr(0, colon), port = one.substr(colon + 1);
+        int v = 0;
+        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+        if (port.empty() || ec != std::errc{} || p != port.data() + port.size() || v < 1 || v > 65535)
+            return unexpected(std::string("the port must be 1 to 65535"));
+        if (host.find_first_of("/?#@ ") != std::string_view::npos) return unexpected(std::string("the host is malformed"));
+        out.push_back("http://" + std::string(one));
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
+    }
+    return out;
+}
+
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// Connections (libcurl handles, each keeping its HTTP connection alive)
+    /// kept at most, 1 to 64.
+    std::size_t pool_size = 4;
+    /// Bounds each call as a whole (1 ms to 24 h), over every endpoint tried.
+    std::chrono::milliseconds operation_timeout{5000};
+    /// Bounds making one connection (1 ms to 24 h).
+    std::chrono::milliseconds connect_timeout{2000};
+    /// Every key of the store starts with "PREFIX/" (1 to 64 characters, no NUL).
+    std::string prefix = "coord";
+};
+
+/// The clock policy that means "etcd's clock": every expiry is judged by
+/// etcd's lease timers on its leader. A test clock drives expiry instead: a
+/// lease whose term ended on it is revoked (which deletes its keys, as
+/// etcd's expiry does) before the next call.
+struct server_clock {};
+
+namespace detail {
+
+/// Standard base64 with padding (etcd's JSON for bytes).
+inline std::string b64(std::string_view s) {
+    std::string out = coord::detail::base64url_encode(s);
+    for (char& c : out) c = c == '-' ? '+' : c == '_' ? '/' : c;
+    while (out.size() % 4) out += '=';
+    return out;
+}
+inline std::optional<std::string> unb64(std::string_view s) {
+    std::string in(s);
+    while (!in.empty() && in.back() == '=') in.pop_back();
+    for (char& c : in) {
+        if (c == '-' || c == '_') return std::nullopt;
+        c = c == '+' ? '-' : c == '/' ? '_' : c;
+    }
+    std::string out;
+    if (!coord::detail::base64url_decode(in, out)) return std::nullopt;
+    return out;
+}
+
+/// A JSON object member by name (the first level only): nullopt when absent.
+inline std::optional<coord::detail::json::value> member(std::string_view object, std::string_view name) {
+    std::optional<coord::detail::json::value> found;
+    coord::detail::json::reader r(object, 64);
+    r.read_object([&](const coord::detail::json::value& k, const coord::detail::json::value& v) {
+        if (coord::detail::json::equals(k, name)) {
+            found = v;
+            return false;
+        }
+        return true;
+    });
+    return found;
+}
+/// A member holding an integer: etcd writes int64 as a string; absent is 0
+/// (proto3 leaves zero values out).
+inline std::optional<std::int64_t> int_member(std::string_view object, std::string_view name) {
+    auto v = member(object, name);
+    if (!v) return 0;
+    if (v->type == coord::detail::json::kind::integer) return v->integer;
+    if (v->type != coord::detail::json::kind::string) return std::nullopt;
+    std::int64_t out = 0;
+    const auto b = v->body();
+    auto [p, ec] = std::from_chars(b.data(), b.data() + b.size(), out);
+    if (ec != std::errc{} || p != b.data() + b.size()) return std::nullopt;
+    return out;
+}
+inline std::optional<std::string> bytes_member(std::string_view object, std::string_view name) {
+    auto v = member(object, name);
+    if (!v) return std::string();
+    if (v->type != coord::detail::json::kind::string) return std::nullopt;
+    return unb64(v->body());
+}
+inline bool bool_member(std::string_view object, std::string_view name) {
+    auto v = member(object, name);
+    return v && v->type == coord::detail::json::kind::boolean && v->boolean;
+}
+/// The elements of an array member (views into `object`).
+inline std::vector<std::string_view> array_member(std::string_view object, std::string_view name) {
+    std::vector<std::string_view> out;
+    auto v = member(object, name);
+    if (!v || v->type != coord::detail::json::kind::array) return out;
+    coord::detail::json::for_each_element(*v, [&](const coord::detail::json::value& e) { out.push_back(e.raw); });
+    return out;
+}
+
+/// A key-value as etcd reports it.
+struct kv {
+    std::string key;
+    std::string value;
+    std::int64_t create_revision = 0;
+    std::int64_t mod_revision = 0;
+    std::int64_t lease = 0;
+};
+inline std::optional<kv> kv_of(std::string_view object) {
+    kv out;
+    auto k = bytes_member(object, "key");
+    auto v = bytes_member(object, "value");
+    auto c = int_member(object, "create_revision");
+    auto m = int_member(object, "mod_revision");
+    auto l = int_member(object, "lease");
+    if (!k || !v || !c || !m || !l) return std::nullopt;
+    out.key = std::move(*k);
+    out.value = std::move(*v);
+    out.create_revision = *c;
+    out.mod_revision = *m;
+    out.lease = *l;
+    return out;
+}
+
+/// JSON text builders for requests.
+inline std::string json_string(std::string_view s) {
+    std::string out;
+    coord::detail::json::append_quoted(s, out);
+    return out;
+}
+inline std::string number(std::int64_t v) { return json_string(std::to_string(v)); }
+
+inline std::string millis_text(std::chrono::nanoseconds d) {
+    std::string s = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    s += " ms";
+    return s;
+}
+
+/// One libcurl handle: its HTTP connection stays open between requests.
+class connection {
+public:
+    connection() : h_(curl_easy_init()) {}
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+    ~connection() {
+        if (h_) curl_easy_cleanup(h_);
+    }
+
+    enum class outcome { answered, not_sent, lost, timed_out };
+    struct response {
+        outcome how = outcome::answered;
+        long status = 0;
+        std::string body;
+        std::string why;  // libcurl's words when not answered
+    };
+
+    /// POSTs `body` to base + path within `timeout` (connecting within `connect_timeout`).
+    response post(const std::string& base, const char* path, const std::string& body, std::chrono::milliseconds timeout,
+                  std::chrono::milliseconds connect_timeout) {
+        response out;
+        if (!h_) {
+            out.how = outcome::not_sent;
+            out.why = "out of memory";
+            return out;
+        }
+        const std::string url = base + path;
+        curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
+        curl_easy_setopt(h_, CURLOPT_POST, 1L);
+        curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+        curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h_, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(h_, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(1, timeout.count())));
+        curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS,
+                         static_cast<long>(std::max<std::int64_t>(1, std::min(timeout, connect_timeout).count())));
+        curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers());
+        curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &connection::collect);
+        curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out.body);
+        char words[CURL_ERROR_SIZE] = {0};
+        curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, words);
+        const CURLcode rc = curl_easy_perform(h_);
+        curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, nullptr);
+        if (rc == CURLE_OK) {
+            curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &out.status);
+            return out;
+        }
+        out.why = words[0] ? words : curl_easy_strerror(rc);
+        long connected = 0;
+        curl_easy_getinfo(h_, CURLINFO_CONNECT_TIME_T, &connected);
+        const bool reached = rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST &&
+                             !(rc == CURLE_OPERATION_TIMEDOUT && connected == 0);
+        out.how = !reached ? outcome::not_sent : rc == CURLE_OPERATION_TIMEDOUT ? outcome::timed_out : outcome::lost;
+        return out;
+    }
+
+private:
+    static std::size_t collect(char* p, std::size_t size, std::size_t n, void* out) {
+        static_cast<std::string*>(out)->append(p, size * n);
+        return size * n;
+    }
+    static curl_slist* headers() {
+        static curl_slist* h = curl_slist_append(nullptr, "Content-Type: application/json");
+        return h;
+    }
+
+    CURL* h_;
+};
+
+}  // namespace detail
+
+/// The connections of one store and its endpoints. Thread-safe.
+class pool {
+public:
+    /// Throws std::invalid_argument when `url` is malformed (parse_url) or an
+    /// option is out of range. Connects to nothing yet.
+    pool(std::string url, options opts) : url_(std::move(url)), opts_(std::move(opts)), slots_(opts_.pool_size) {
+        static const bool global = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+        if (!global) throw std::runtime_error("coord: libcurl failed to initialize");
+        auto e = parse_url(url_);
+        if (!e) throw std::invalid_argument("coord: etcd URL '" + url_ + "' is malformed: " + e.error());
+        endpoints_ = std::move(*e);
+        using std::chrono::milliseconds;
+        const auto day = std::chrono::hours{24};
+        if (opts_.pool_size < 1 || opts_.pool_size > 64)
+            throw std::invalid_argument("coord::etcd::options::pool_size must be 1 to 64");
+        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
+            throw std::invalid_argument("coord::etcd::options::operation_timeout must be 1 ms to 24 h");
+        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
+            throw std::invalid_argument("coord::etcd::options::connect_timeout must be 1 ms to 24 h");
+        if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find('\0') != std::string::npos)
+            throw std::invalid_argument("coord::etcd::options::prefix must be 1 to 64 characters without NUL");
+    }
+    pool(const pool&) = delete;
+    pool& operator=(const pool&) = delete;
+
+    const std::string& url() const noexcept { return url_; }
+    const options& opts() const noexcept { return opts_; }
+    const std::vector<std::string>& endpoints() const noexcept { return endpoints_; }
+
+    /// One request (POST path body): the answer's body when etcd answered
+    /// 200, else the error. `writes`: a request that may change etcd (a lost
+    /// answer is then outcome_unknown). Endpoints that cannot be reached or
+    /// have no leader are skipped for the next, within the deadline.
+    result<std::string> request(const char* path, const std::string& body, bool writes) {
+        const auto until = coord::detail::deadline_after(opts_.operation_timeout);
+        auto c = slots_.take(until);
+        if (!c)
+            return unexpected(coord::error(make_error_code(errc::deadline_passed),
+                                           "no pooled connection came free within " +
+                                               detail::millis_text(opts_.operation_timeout)));
+        struct give_back {
+            pool& p;
+            std::unique_ptr<detail::connection>& c;
+            ~give_back() { p.slots_.give(std::move(c)); }
+        } back{*this, c};
+        const std::size_t n = endpoints_.size();
+        const std::size_t first = preferred_.load(std::memory_order_relaxed) % n;
+        coord::error last(make_error_code(errc::connection_failed), "no endpoint tried");
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t at = (first + i) % n;
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - coord::detail::deadline_clock::now());
+            if (left.count() <= 0) break;
+            auto r = c->post(endpoints_[at], path, body, left, opts_.connect_timeout);
+            const std::string where = endpoints_[at];
+            if (r.how == detail::connection::outcome::not_sent) {
+                last = coord::error(make_error_code(errc::connection_failed), where + ": " + r.why);
+                continue;
+            }
+            if (r.how != detail::connection::outcome::answered) {
+                // Sent, and no answer: the request may have applied. The next
+                // call starts with the next member (a paused member accepts
+                // connections and never answers).
+                preferred_.store((at + 1) % n, std::memory_order_relaxed);
+                const auto own = r.how == detail::connection::outcome::timed_out ? errc::deadline_passed : errc::connection_failed;
+                return unexpected(coord::detail::engine_failure(coord::detail::call_fate::lost_after_send, writes,
+                                                                coord::error(make_error_code(own), where + ": " + r.why)));
+            }
+            if (r.status == 200) {
+                preferred_.store(at, std::memory_order_relaxed);
+                return std::move(r.body);
+            }
+            const auto message = detail::member(r.body, "error");
+            const std::string words = where + ": " + (message ? coord::detail::json::unescape(*message) : r.body);
+            const std::string_view text = words;
+            if (text.find("no leader") != std::string_view::npos || text.find("not capable") != std::string_view::npos ||
+                text.find("server stopped") != std::string_view::npos) {
+                last = coord::error(make_error_code(errc::no_leader), words);  // refused before proposing: try another member
+                continue;
+            }
+            const bool changed = text.find("leader changed") != std::string_view::npos;
+            if (changed && !writes) {
+                last = coord::error(make_error_code(errc::no_leader), words);
+                continue;
+            }
+            if (changed || text.find("request timed out") != std::string_view::npos) {
+                preferred_.store((at + 1) % n, std::memory_order_relaxed);
+                // The proposal was made and may still commit.
+                return unexpected(coord::detail::engine_failure(coord::detail::call_fate::lost_after_send, writes,
+                                                                coord::error(make_error_code(errc::deadline_passed), words)));
+            }
+            return unexpected(coord::detail::engine_failure(coord::detail::call_fate::failed_on_server, writes,
+                                                            coord::error(make_error_code(errc::request_failed), words)));
+        }
+        if (coord::detail::deadline_clock::now() >= until && last == errc::connection_failed)
+            last = coord::error(make_error_code(errc::deadline_passed), last.detail());
+        return unexpected(last);
+    }
+
+private:
+    std::string url_;
+    options opts_;
+    std::vector<std::string> endpoints_;
+    coord::detail::connection_pool<detail::connection> slots_;
+    std::atomic<std::size_t> preferred_{0};
+};
+
+}  // namespace coord::etcd

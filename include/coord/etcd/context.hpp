@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/context.hpp: what every adapter of the etcd engine shares: key
+// names, the transaction requests (compares and operations in etcd's JSON),
+// the answers, and the clock driver: with server_clock etcd's lease timers
+// judge every term; with a test clock the store revokes the leases whose
+// term ended on that clock before each call (a revoke deletes a lease's keys
+// as etcd's own expiry does).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/etcd/connection.hpp"
+
+namespace coord::etcd::detail {
+
+/// A compare of a transaction.
+inline std::string create_is(const std::string& key, std::int64_t rev) {
+    return R"({"target":"CREATE","key":")" + b64(key) + R"(","result":"EQUAL","create_revision":)" + number(rev) + "}";
+}
+inline std::string mod_is(const std::string& key, std::int64_t rev) {
+    return R"({"target":"MOD","key":")" + b64(key) + R"(","result":"EQUAL","mod_revision":)" + number(rev) + "}";
+}
+inline std::string value_is(const std::string& key, std::string_view v, const char* result = "EQUAL") {
+    return R"({"target":"VALUE","key":")" + b64(key) + R"(","result":")" + result + R"(","value":")" + b64(v) + "\"}";
+}
+inline std::string lease_is(const std::string& key, std::int64_t id) {
+    return R"({"target":"LEASE","key":")" + b64(key) + R"(","result":"EQUAL","lease":)" + number(id) + "}";
+}
+/// An operation of a transaction.
+inline std::string put(const std::string& key, std::string_view v, std::int64_t lease = 0) {
+    std::string s = R"({"request_put":{"key":")" + b64(key) + R"(","value":")" + b64(v) + "\"";
+    if (lease) s += R"(,"lease":)" + number(lease);
+    return s + "}}";
+}
+inline std::string get(const std::string& key) { return R"({"request_range":{"key":")" + b64(key) + "\"}}"; }
+inline std::string del(const std::string& key) { return R"({"request_delete_range":{"key":")" + b64(key) + "\"}}"; }
+
+inline std::string joined(const std::vector<std::string>& parts) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i) s += ',';
+        s += parts[i];
+    }
+    return s + "]";
+}
+inline std::string txn_body(const std::vector<std::string>& compare, const std::vector<std::string>& success,
+                            const std::vector<std::string>& failure) {
+    return R"({"compare":)" + joined(compare) + R"(,"success":)" + joined(success) + R"(,"failure":)" + joined(failure) + "}";
+}
+/// A transaction inside a transaction's branch (etcd 3.3 and later).
+inline std::string nested(const std::vector<std::string>& compare, const std::vector<std::string>& success,
+                          const std::vector<std::string>& failure) {
+    return R"({"request_txn":)" + txn_body(compare, success, failure) + "}";
+}
+
+/// A transaction's answer: which branch ran, the revision after it, and the
+/// key-values each range of that branch found (absent keys: empty).
+struct txn_answer {
+    bool succeeded = false;
+    std::int64_t revision = 0;
+    std::vector<std::optional<kv>> ranges;  // one per operation; nullopt for a range that found nothing or a non-range
+    std::vector<txn_answer> inner;          // the answers of nested transactions, in order
+};
+
+inline result<txn_answer> parse_txn(std::string_view body, bool top = true) {
+    txn_answer out;
+    out.succeeded = bool_member(body, "succeeded");
+    auto header = member(body, "header");
+    if (top && !header) return unexpected(coord::error(make_error_code(errc::bad_answer), "a transaction's answer has no header"));
+    auto rev = header ? int_member(header->raw, "revision") : std::optional<std::int64_t>{0};
+    if (!rev) return unexpected(coord::error(make_error_code(errc::bad_answer), "a transaction's revision is not a number"));
+    out.revision = *rev;
+    for (auto op : array_member(body, "responses")) {
+        if (auto t = member(op, "response_txn")) {
+            auto sub = parse_txn(t->raw, false);
+            if (!sub) return sub;
+            out.inner.push_back(std::move(*sub));
+        }
+        auto range = member(op, "response_range");
+        if (!range) {
+            out.ranges.emplace_back();
+            continue;
+        }
+        auto kvs = array_member(range->raw, "kvs");
+        if (kvs.empty()) {
+            out.ranges.emplace_back();
+            continue;
+        }
+        auto one = kv_of(kvs[0]);
+        if (!one) return unexpected(coord::error(make_error_code(errc::bad_answer), "a key-value etcd sent is malformed"));
+        out.ranges.push_back(std::move(one));
+    }
+    return out;
+}
+
+/// A 64-bit number as 20 digits, so that etcd's byte-wise compares order numbers.
+inline std::string padded(std::uint64_t v) {
+    std::string s = std::to_string(v);
+    return std::string(20 - s.size(), '0') + s;
+}
+inline std::optional<std::uint64_t> unpadded(std::string_view s) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+/// Key names: "PREFIX/<kind>/<name>[/<part>]".
+class keys {
+public:
+    explicit keys(const std::string& prefix) : prefix_(prefix + "/") {}
+    std::string of(std::string_view kind, std::string_view name, std::string_view part = {}) const {
+        std::string k = prefix_;
+        k += kind;
+        k += '/';
+        k += name;
+        if (!part.empty()) {
+            k += '/';
+            k += part;
+        }
+        return k;
+    }
+    const std::string& prefix() const noexcept { return prefix_; }
+
+private:
+    std::string prefix_;
+};
+
+/// A lease's term as the store reports it: etcd's seconds, or a test clock's.
+struct term {
+    std::int64_t ttl_ns = 0;
+    std::int64_t expires_ns = 0;  ///< on the store's clock (see lease.hpp)
+};
+
+/// The pool, the keys and the clock driver, shared by the adapters of one store.
+template <class Clock>
+class context {
+public:
+    static constexpr bool test_clock = !std::is_same_v<Clock, server_clock>;
+
+    context(pool& p, const Clock& clock) : pool_(p), clock_(clock), keys_(p.opts().prefix) {}
+
+    pool& calls() noexcept { return pool_; }
+    const keys& key() const noexcept { return keys_; }
+
+    result<txn_answer> txn(const std::vector<std::string>& compare, const std::vector<std::string>& success,
+                           const std::vector<std::string>& failure, bool writes) {
+        auto r = pool_.request("/v3/kv/txn", txn_body(compare, success, failure), writes);
+        if (!r) return unexpected(r.error());
+        return parse_txn(*r);
+    }
+
+    /// The store's clock now, in ns: the test clock's reading, or this
+    /// machine's (etcd shows no clock; terms measured from its answers).
+    std::int64_t now_ns() const {
+        if constexpr (test_clock) return since_epoch_ns(clock_.now());
+        else return since_epoch_ns(std::chrono::system_clock::now());
+    }
+
+    /// The TTL in seconds to grant for `ttl`: whole seconds, rounded up (etcd
+    /// raises it further to its minimum). A test clock's leases are granted
+    /// an hour more, so that only the test clock ends them.
+    static std::int64_t grant_seconds(std::chrono::nanoseconds ttl) {
+        const auto s = std::chrono::ceil<std::chrono::seconds>(ttl).count();
+        return (s < 1 ? 1 : s) + (test_clock ? 3600 : 0);
+    }
+
+    /// A new etcd lease for `ttl`: its ID and the term it got.
+    result<std::pair<std::int64_t, term>> grant(std::chrono::nanoseconds ttl) {
+        auto r = pool_.request("/v3/lease/grant", R"({"TTL":)" + number(grant_seconds(ttl)) + "}", true);
+        if (!r) return unexpected(r.error());
+        auto id = int_member(*r, "ID");
+        auto got = int_member(*r, "TTL");
+        if (!id || !got || *id == 0) return unexpected(coord::error(make_error_code(errc::bad_answer), "lease grant: " + *r));
+        term t;
+        const std::int64_t now = now_ns();
+        if constexpr (test_clock) {
+            t.ttl_ns = ttl.count();
+            t.expires_ns = coord::detail::add_saturated(now, ttl.count());
+            std::lock_guard lk(test_terms().mutex);
+            test_terms().of[*id] = t;
+        } else {
+            t.ttl_ns = *got * 1'000'000'000;
+            t.expires_ns = coord::detail::add_saturated(now, t.ttl_ns);
+        }
+        return std::pair{*id, t};
+    }
+
+    /// Renews a lease for its term (keepalive); nullopt when it ended.
+    result<std::optional<term>> keepalive(std::int64_t id, std::chrono::nanoseconds ttl) {
+        if constexpr (test_clock) {
+            std::lock_guard lk(test_terms().mutex);
+            auto it = test_terms().of.find(id);
+            if (it == test_terms().of.end()) return std::optional<term>{};
+            if (ttl.count() > 0) it->second.ttl_ns = ttl.count();
+            it->second.expires_ns = coord::detail::add_saturated(now_ns(), it->second.ttl_ns);
+            return std::optional<term>{it->second};
+        } else {
+            auto r = pool_.request("/v3/lease/keepalive", R"({"ID":)" + number(id) + "}", true);
+            if (!r) return unexpected(r.error());
+            auto result = member(*r, "result");
+            auto left = result ? int_member(result->raw, "TTL") : std::optional<std::int64_t>{};
+            if (!left) return unexpected(coord::error(make_error_code(errc::bad_answer), "lease keepalive: " + *r));
+            if (*left <= 0) return std::optional<term>{};
+            term t;
+            t.ttl_ns = *left * 1'000'000'000;
+            t.expires_ns = coord::detail::add_saturated(now_ns(), t.ttl_ns);
+            return std::optional<term>{t};
+        }
+    }
+
+    /// What is left of a lease's term (etcd's TimeToLive); nullopt when it ended.
+    result<std::optional<term>> remaining(std::int64_t id) {
+        if constexpr (test_clock) {
+            std::lock_guard lk(test_terms().mutex);
+            auto it = test_terms().of.find(id);
+            if (it == test_terms().of.end()) return std::optional<term>{};
+            return std::optional<term>{it->second};
+        } else {
+            auto r = pool_.request("/v3/lease/timetolive", R"({"ID":)" + number(id) + "}", false);
+            if (!r) return unexpected(r.error());
+            auto left = int_member(*r, "TTL");
+            auto granted = int_member(*r, "grantedTTL");
+            if (!left || !granted) return unexpected(coord::error(make_error_code(errc::bad_answer), "lease timetolive: " + *r));
+            if (*left < 0) return std::optional<term>{};
+            term t;
+            t.ttl_ns = *granted * 1'000'000'000;
+            t.expires_ns = coord::detail::add_saturated(now_ns(), *left * 1'000'000'000);
+            return std::optional<term>{t};
+        }
+    }
+
+    /// Ends a lease now (its keys are deleted). A lease already gone is not an error.
+    result<void> revoke(std::int64_t id) {
+        if constexpr (test_clock) {
+            std::lock_guard lk(test_terms().mutex);
+            test_terms().of.erase(id);
+        }
+        auto r = pool_.request("/v3/lease/revoke", R"({"ID":)" + number(id) + "}", true);
+        if (!r && r.error().detail().find("lease not found") == std::string::npos) return unexpected(r.error());
+        return {};
+    }
+
+    /// A test clock: revokes the leases whose term ended on it (etcd's
+    /// expiry, driven by the test's time). Nothing with server_clock.
+    result<void> expire_due() {
+        if constexpr (test_clock) {
+            std::vector<std::int64_t> due;
+            {
+                std::lock_guard lk(test_terms().mutex);
+                const std::int64_t now = now_ns();
+                for (const auto& [id, t] : test_terms().of)
+                    if (t.expires_ns <= now) due.push_back(id);
+            }
+            for (auto id : due)
+                if (auto r = revoke(id); !r) return r;
+        }
+        return {};
+    }
+
+private:
+    // A test clock's terms, per etcd lease (lease IDs are unique in a
+    // cluster): one registry for the process, so that every store object on
+    // the same test clock sees the same terms, as stores in other processes
+    // see etcd's.
+    struct terms_registry {
+        std::mutex mutex;
+        std::map<std::int64_t, term> of;
+    };
+    static terms_registry& test_terms() {
+        static terms_registry r;
+        return r;
+    }
+
+    pool& pool_;
+    const Clock& clock_;
+    keys keys_;
+};
+
+inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
+
+}  // namespace coord::etcd::detail

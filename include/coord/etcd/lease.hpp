@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/lease.hpp: lease_store on etcd leases.
+//
+// A grant is an etcd lease and a holder key attached to it
+// (PREFIX/lease/NAME/holder, the owner as its value), put in a transaction
+// that compares the key's create revision with 0 (nobody holds it); the same
+// transaction writes PREFIX/lease/NAME/grant (the owner, no lease), which
+// outlives the term so that a late renew can be told it expired. The fence
+// token is the holder key's create revision: etcd's revision only grows, over
+// the whole cluster, across member restarts, leader changes and compaction,
+// so every new holder's token is larger than every earlier one's.
+//
+// The term is etcd's: its leader's lease timer ends it and deletes the holder
+// key, never a client's clock. etcd counts whole seconds and has a minimum
+// (2 s for etcd 3.4's defaults): a TTL it cannot represent is rounded up and
+// the grant reports the term it got. expires_at is this machine's clock at
+// the answer plus what etcd said is left (an estimate: the term is etcd's).
+//
+// Round trips: acquire 2 (grant; the transaction), refused 4 (+ the holder's
+// time to live, + the unused lease revoked); renew 2 (the holder read; a
+// keepalive of its own lease, which no one else's grant can share) or 4 with
+// a new TTL (a new lease swapped in by a transaction comparing the holder's
+// create revision and lease, the old one revoked); release 2 (a transaction
+// comparing owner and token that deletes the key; the lease revoked); read 2.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "coord/etcd/context.hpp"
+#include "coord/lease.hpp"
+
+namespace coord::etcd {
+
+template <class Clock>
+class lease_adapter {
+public:
+    explicit lease_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
+        if (auto e = ctx_.expire_due(); !e) return failed(e.error());
+        auto g = ctx_.grant(ttl);
+        if (!g) return failed(g.error());
+        const auto [id, t] = *g;
+        const std::string holder = holder_key(name);
+        auto r = ctx_.txn({detail::create_is(holder, 0)},
+                          {detail::put(holder, owner, id), detail::put(grant_key(name), owner)}, {detail::get(holder)}, true);
+        if (!r) {
+            (void)ctx_.revoke(id);
+            return failed(r.error());
+        }
+        if (r->succeeded)
+            return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
+                         std::chrono::nanoseconds{t.ttl_ns}, std::chrono::nanoseconds{t.expires_ns}};
+        (void)ctx_.revoke(id);
+        return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
+    }
+
+    result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
+                                           std::chrono::nanoseconds ttl) {
+        if (auto e = ctx_.expire_due(); !e) return failed(e.error());
+        const std::string holder = holder_key(name);
+        auto r = ctx_.txn({}, {detail::get(holder), detail::get(grant_key(name))}, {}, false);
+        if (!r) return failed(r.error());
+        if (r->ranges.size() != 2) return failed(detail::bad("lease renew: two ranges expected"));
+        const auto& h = r->ranges[0];
+        const auto& g = r->ranges[1];
+        const bool holds = h && h->value == owner && (token == 0 || static_cast<fence_token>(h->create_revision) == token);
+        if (!holds) {
+            // Our grant's record, and no holder key: its term ended.
+            const bool ours = !h && g && g->value == owner && (token == 0 || static_cast<fence_token>(g->mod_revision) == token);
+            return refusal(ours ? coord::errc::lease_expired : coord::errc::not_lease_holder, h);
+        }
+        const fence_token mine = static_cast<fence_token>(h->create_revision);
+        const bool same_term = ttl.count() <= 0 || detail::context<Clock>::grant_seconds(ttl) == current_seconds(h->lease);
+        if (same_term || detail::context<Clock>::test_clock) {
+            // The keepalive acts on this grant's own lease: no one else's grant shares it.
+            auto k = ctx_.keepalive(h->lease, ttl);
+            if (!k) return failed(k.error());
+            if (!*k) return refusal(coord::errc::lease_expired, std::nullopt);
+            return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{(*k)->ttl_ns},
+                         std::chrono::nanoseconds{(*k)->expires_ns}};
+        }
+        // A new TTL: a new lease swapped in while the holder key is still this grant's.
+        auto fresh = ctx_.grant(ttl);
+        if (!fresh) return failed(fresh.error());
+        const auto [id, t] = *fresh;
+        auto s = ctx_.txn({detail::create_is(holder, h->create_revision), detail::lease_is(holder, h->lease)},
+                          {detail::put(holder, owner, id)}, {detail::get(holder)}, true);
+        if (!s) {
+            (void)ctx_.revoke(id);
+            return failed(s.error());
+        }
+        if (!s->succeeded) {
+            (void)ctx_.revoke(id);
+            return refusal(coord::errc::lease_expired, s->ranges.empty() ? std::nullopt : s->ranges[0]);
+        }
+        (void)ctx_.revoke(h->lease);
+        return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{t.ttl_ns},
+                     std::chrono::nanoseconds{t.expires_ns}};
+    }
+
+    result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
+        if (auto e = ctx_.expire_due(); !e) return unexpected(failed(e.error()).error());
+        const std::string holder = holder_key(name);
+        std::vector<std::string> compare{detail::value_is(holder, owner)};
+        if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
+        auto r = ctx_.txn(compare, {detail::get(holder), detail::del(holder)}, {detail::get(holder)}, true);
+        if (!r) return unexpected(failed(r.error()).error());
+        if (!r->succeeded) return unexpected(refusal(coord::errc::not_lease_holder, r->ranges.empty() ? std::nullopt : r->ranges[0]).error());
+        if (!r->ranges.empty() && r->ranges[0]) (void)ctx_.revoke(r->ranges[0]->lease);
+        return {};
+    }
+
+    result<std::optional<lease>> lease_read(std::string_view name) {
+        if (auto e = ctx_.expire_due(); !e) return unexpected(e.error());
+        auto r = ctx_.txn({}, {detail::get(holder_key(name))}, {}, false);
+        if (!r) return unexpected(r.error());
+        if (r->ranges.empty() || !r->ranges[0]) return std::optional<lease>{};
+        const auto& h = *r->ranges[0];
+        auto t = ctx_.remaining(h.lease);
+        if (!t) return unexpected(t.error());
+        if (!*t) return std::optional<lease>{};
+        return std::optional<lease>{lease{std::string(name), h.value, static_cast<fence_token>(h.create_revision),
+                                          std::chrono::nanoseconds{(*t)->ttl_ns}, std::chrono::nanoseconds{(*t)->expires_ns}}};
+    }
+
+private:
+    std::string holder_key(std::string_view name) const { return ctx_.key().of("lease", name, "holder"); }
+    std::string grant_key(std::string_view name) const { return ctx_.key().of("lease", name, "grant"); }
+
+    std::int64_t current_seconds(std::int64_t id) {
+        auto t = ctx_.remaining(id);
+        if (!t || !*t) return -1;
+        return (*t)->ttl_ns / 1'000'000'000;
+    }
+
+    static unexpected<lease_error> failed(const coord::error& e) { return unexpected(lease_error{e, {}, 0, {}}); }
+
+    // A refusal describing the live holder `h` (its term from etcd).
+    unexpected<lease_error> refusal(coord::errc code, const std::optional<detail::kv>& h) {
+        lease_error e{coord::make_error_code(code), {}, 0, {}};
+        e.now = std::chrono::nanoseconds{ctx_.now_ns()};
+        if (h) {
+            auto t = ctx_.remaining(h->lease);
+            if (t && *t) {
+                e.holder = h->value;
+                e.token = static_cast<fence_token>(h->create_revision);
+                e.expires_at = std::chrono::nanoseconds{(*t)->expires_ns};
+            }
+        }
+        return unexpected(std::move(e));
+    }
+
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::etcd

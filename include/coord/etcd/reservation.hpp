@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/reservation.hpp: time_reservation_store on etcd (the Snowflake
+// generator's high-water mark of reserved time, per node).
+//
+// PREFIX/reservation/KEY holds "highest-token until-ms". time_reserve reads
+// it and its mod revision, applies the rule, and a transaction writes it only
+// if the mod revision is unchanged: 2 round trips, again on a conflict (up to
+// 64 times, then errc::contention).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "coord/etcd/context.hpp"
+#include "coord/reservation.hpp"
+
+namespace coord::etcd {
+
+template <class Clock>
+class reservation_adapter {
+public:
+    explicit reservation_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
+        const std::string k = ctx_.key().of("reservation", key);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            auto r = ctx_.txn({}, {detail::get(k)}, {}, false);
+            if (!r) return unexpected(write_error{r.error(), 0});
+            coord::detail::reservation_rule::record rec;
+            std::int64_t mod = 0;
+            if (!r->ranges.empty() && r->ranges[0]) {
+                const std::string& v = r->ranges[0]->value;
+                const auto space = v.find(' ');
+                auto h = detail::unpadded(v.substr(0, space));
+                std::int64_t u = 0;
+                const char* b = v.data() + (space == std::string::npos ? v.size() : space + 1);
+                auto [p, ec] = std::from_chars(b, v.data() + v.size(), u);
+                if (!h || space == std::string::npos || ec != std::errc{} || p != v.data() + v.size())
+                    return unexpected(write_error{detail::bad("reservation record is malformed"), 0});
+                rec.highest = *h;
+                rec.until_ms = u;
+                mod = r->ranges[0]->mod_revision;
+            }
+            auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
+            if (!ruled) return unexpected(ruled.error());
+            auto w = ctx_.txn({detail::mod_is(k, mod)},
+                              {detail::put(k, std::to_string(rec.highest) + " " + std::to_string(rec.until_ms))}, {}, true);
+            if (!w) return unexpected(write_error{w.error(), 0});
+            if (w->succeeded) return *ruled;
+        }
+        return unexpected(write_error{coord::error(make_error_code(errc::contention), "time reserve: 64 conflicts in a row"), 0});
+    }
+
+private:
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::etcd

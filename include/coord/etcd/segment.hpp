@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/segment.hpp: segment_allocator on etcd (Leaf ranges).
+//
+// The tag's counter, PREFIX/segment/TAG, holds the last ID handed out.
+// segment_allocate reads it and its mod revision, then a transaction writes
+// the counter advanced by the step only if the mod revision is unchanged:
+// 2 round trips, and again when another allocator got in between (up to 64
+// times, then errc::contention). Ranges never overlap: every range is the
+// counter's step from one revision to the next.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "coord/etcd/context.hpp"
+#include "coord/segment.hpp"
+
+namespace coord::etcd {
+
+template <class Clock>
+class segment_adapter {
+public:
+    explicit segment_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        const std::string key = ctx_.key().of("segment", tag);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
+            if (!r) return unexpected(r.error());
+            std::uint64_t used = 0;
+            std::int64_t mod = 0;
+            if (!r->ranges.empty() && r->ranges[0]) {
+                auto v = detail::unpadded(r->ranges[0]->value);
+                if (!v) return unexpected(detail::bad("segment counter is not a number"));
+                used = *v;
+                mod = r->ranges[0]->mod_revision;
+            }
+            if (step > segment_id_limit - 1 - used) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+            const std::uint64_t last = used + step;
+            auto w = ctx_.txn({detail::mod_is(key, mod)}, {detail::put(key, std::to_string(last))}, {}, true);
+            if (!w) return unexpected(w.error());
+            if (w->succeeded) return segment_range{used + 1, last + 1};
+        }
+        return unexpected(coord::error(make_error_code(errc::contention), "segment allocate: 64 conflicts in a row"));
+    }
+
+private:
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::etcd

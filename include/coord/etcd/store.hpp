@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/etcd/store.hpp: coord's stores on etcd (v3, through its JSON gateway
+// with libcurl), target coord::etcd. Leases whose terms etcd's leader ends,
+// tokens that are etcd revisions, fenced writes as one etcd transaction.
+//
+// The engine in layers, one header each:
+//   connection.hpp   errors, options, the endpoints, the pool, every call under a deadline
+//   context.hpp      key names, transactions in etcd's JSON, the clock driver
+//   lease.hpp fence.hpp segment.hpp reservation.hpp revocation.hpp
+//                    one adapter per capability; each header says how many
+//                    round trips each operation takes
+// and this header, which gathers them into one store.
+//
+// Not modeled: sessions (every load moves last_seen: a Raft write per request,
+// which is not what etcd is for; keep sessions in Redis, PostgreSQL or
+// SQLite), the ledger and the waiting acquire.
+//
+//   coord::etcd::store store{"etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379"};
+//   coord::basic_lease_manager leases{store};
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <string>
+#include <utility>
+
+#include "coord/etcd/connection.hpp"
+#include "coord/etcd/context.hpp"
+#include "coord/etcd/fence.hpp"
+#include "coord/etcd/lease.hpp"
+#include "coord/etcd/reservation.hpp"
+#include "coord/etcd/revocation.hpp"
+#include "coord/etcd/segment.hpp"
+
+namespace coord::etcd {
+
+namespace detail {
+template <class Clock>
+struct store_base {
+    store_base(std::string url, Clock clock, options opts)
+        : pool_(std::move(url), std::move(opts)), clock_(std::move(clock)), context_(pool_, clock_) {}
+    pool pool_;
+    Clock clock_;
+    context<Clock> context_;
+};
+}  // namespace detail
+
+/// etcd as the store concepts it serves. Clock: server_clock (production:
+/// etcd's leader ends every term) or a test clock that drives expiry.
+template <class Clock = server_clock>
+class basic_store : private detail::store_base<Clock>,
+                    public fence_adapter<Clock>,
+                    public lease_adapter<Clock>,
+                    public reservation_adapter<Clock>,
+                    public segment_adapter<Clock>,
+                    public revocation_adapter<Clock> {
+    using base = detail::store_base<Clock>;
+
+public:
+    /// Checks that an endpoint answers. Throws std::invalid_argument when
+    /// `url` is malformed (parse_url) or an option is out of range;
+    /// store_error with the words of the last endpoint tried when none answers.
+    explicit basic_store(std::string url, Clock clock = Clock{}, options opts = {})
+        : base(std::move(url), std::move(clock), std::move(opts)),
+          fence_adapter<Clock>(base::context_),
+          lease_adapter<Clock>(base::context_),
+          reservation_adapter<Clock>(base::context_),
+          segment_adapter<Clock>(base::context_),
+          revocation_adapter<Clock>(base::context_) {
+        auto s = base::pool_.request("/v3/maintenance/status", "{}", false);
+        if (!s) throw store_error(s.error(), "coord: etcd at " + base::pool_.url() + ": " + s.error().detail());
+    }
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
+
+    /// The cluster's revision now (for tests and diagnostics).
+    result<std::int64_t> revision() {
+        auto r = base::context_.txn({}, {}, {}, false);
+        if (!r) return unexpected(r.error());
+        return r->revision;
+    }
+    /// The member that answers at `endpoint` (http://HOST:PORT): whether it is
+    /// the leader, and the leader's member id.
+    result<bool> is_leader(const std::string& endpoint) {
+        options o = base::pool_.opts();
+        pool one(endpoint_url(endpoint), o);
+        auto s = one.request("/v3/maintenance/status", "{}", false);
+        if (!s) return unexpected(s.error());
+        // Member ids are unsigned 64-bit numbers: compared as etcd wrote them.
+        auto header = detail::member(*s, "header");
+        auto me = header ? detail::member(header->raw, "member_id") : std::nullopt;
+        auto leader = detail::member(*s, "leader");
+        if (!me || !leader) return unexpected(detail::bad("status: " + *s));
+        return me->raw == leader->raw;
+    }
+
+    const std::string& url() const noexcept { return base::pool_.url(); }
+    const std::vector<std::string>& endpoints() const noexcept { return base::pool_.endpoints(); }
+
+private:
+    static std::string endpoint_url(const std::string& http) { return "etcd://" + http.substr(http.find("//") + 2); }
+};
+
+using store = basic_store<>;
+
+static_assert(fence_store<store>);
+static_assert(fence_update_store<store>);
+static_assert(lease_store<store>);
+static_assert(time_reservation_store<store>);
+static_assert(segment_allocator<store>);
+static_assert(revocation_store<store>);
+
+}  // namespace coord::etcd

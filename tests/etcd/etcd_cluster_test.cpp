@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+// Experiments on a three-member etcd cluster: the leader killed with SIGKILL
+// while four processes take leases and update a fenced counter, a member
+// paused with SIGSTOP while clients call, the pause experiment across
+// processes (a holder's client stopped past its TTL, its late write refused),
+// and segment IDs from four processes with the leader killed mid-way.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/segment.hpp"
+#include "etcd/etcd_support.hpp"
+#include "support/child_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string script(const std::string& what) {
+    return std::string(COORD_ETCD_SCRIPT) + " " + what + " '" + COORD_ETCD_CLUSTER_DIR + "'";
+}
+int leader() {
+    FILE* p = ::popen(script("leader").c_str(), "r");
+    int i = -1;
+    if (p) {
+        if (std::fscanf(p, "%d", &i) != 1) i = -1;
+        ::pclose(p);
+    }
+    return i;
+}
+void member(const char* what, int i) {
+    const std::string cmd = script(what) + " " + std::to_string(i);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+std::unique_ptr<coord::etcd::store> open_store(const std::string& prefix) {
+    return std::make_unique<coord::etcd::store>(coord::test::etcd_cluster_url(), coord::etcd::server_clock{},
+                                                coord::test::etcd_options(prefix));
+}
+
+// Four processes take one lease in turn and, holding it, read a counter and
+// write it back plus one under their token; the leader is killed in the
+// middle and restarted. A holder that lost its lease without knowing (its
+// acquire's answer lost, a leader change) is refused by the fence, so no
+// increment is lost and no two holders' writes interleave: the counter ends
+// at exactly the number of accepted writes, and every grant's token is new.
+TEST(EtcdCluster, ALeaderKilledWhileFourProcessesHoldLeasesAndWriteLosesNoUpdate) {
+    const std::string prefix = coord::test::etcd_fresh_prefix();
+    constexpr int processes = 4;
+    // Each process works for 4 s of its own: across the kill and the restart.
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&, p](int out) {
+            auto store = open_store(prefix);
+            coord::basic_keyed_fenced_resource res{*store};
+            std::string me = "p";
+            me += std::to_string(p);
+            const auto end = std::chrono::steady_clock::now() + 4s;
+            for (int i = 0; std::chrono::steady_clock::now() < end;) {
+                auto l = store->lease_acquire("counter", me, 2s);
+                if (!l) {
+                    std::this_thread::sleep_for(20ms);
+                    continue;
+                }
+                auto now = res.read("counter");
+                if (now) {
+                    const std::uint64_t v = now->written ? std::stoull(now->value) : 0;
+                    auto w = res.write("counter", l->token, std::to_string(v + 1));
+                    const std::uint64_t report[2] = {l->token, w ? 1u : 0u};
+                    if (::write(out, report, sizeof report) != sizeof report) return 3;
+                }
+                (void)store->lease_release("counter", me, l->token);
+                ++i;
+            }
+            return 0;
+        }));
+    std::this_thread::sleep_for(1s);  // the experiment under way
+    const int killed = leader();
+    ASSERT_GE(killed, 0);
+    member("kill", killed);
+    std::this_thread::sleep_for(1500ms);  // a new election meanwhile
+    member("restart", killed);
+    std::set<std::uint64_t> tokens;
+    std::uint64_t accepted = 0;
+    for (auto& c : children) {
+        std::uint64_t report[2];
+        while (c->read(report)) {
+            EXPECT_TRUE(tokens.insert(report[0]).second) << "token " << report[0] << " granted twice";
+            accepted += report[1];
+        }
+        EXPECT_EQ(c->wait(), 0);
+    }
+    auto store = open_store(prefix);
+    coord::basic_keyed_fenced_resource res{*store};
+    auto v = res.read("counter");
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_EQ(std::stoull(v->value), accepted) << "an increment was lost: two holders' writes interleaved";
+    EXPECT_EQ(v->fence, *tokens.rbegin());
+    EXPECT_GT(accepted, 20u);
+}
+
+// A member paused with SIGSTOP, the first one the client tries: it accepts
+// connections and never answers. Calls sent to it end at their deadline as
+// unknown (never a false success), and the client moves on to the others.
+TEST(EtcdCluster, AMemberPausedWithSigstopNeverGivesAFalseSuccess) {
+    const std::string prefix = coord::test::etcd_fresh_prefix();
+    coord::etcd::options o = coord::test::etcd_options(prefix);
+    o.operation_timeout = 1s;
+    coord::etcd::store store{coord::test::etcd_cluster_url(), {}, o};
+    ASSERT_TRUE(store.fence_write("k", 1, "one"));
+    member("pause", 0);
+    int ok = 0, failed = 0;
+    coord::fence_token acknowledged = 1, tried = 1;
+    for (int i = 0; i < 20; ++i) {
+        auto w = store.fence_write("k", ++tried, "v");
+        if (w) {
+            ++ok;
+            acknowledged = tried;
+        } else {
+            ++failed;
+            EXPECT_TRUE(w.error().code == coord::condition::outcome_unknown || w.error().code == coord::condition::unavailable)
+                << w.error().code.message();
+        }
+    }
+    member("resume", 0);
+    EXPECT_GT(failed, 0);  // the calls that went to the paused member
+    EXPECT_GT(ok, 10);     // and the others answered
+    auto v = store.fence_read("k");
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_GE(v->fence, acknowledged);  // every acknowledged write is there (an unknown one may be too)
+    EXPECT_LE(v->fence, tried);
+}
+
+// The pause experiment: A's client is stopped past its lease's term; etcd
+// ends the term; B takes the lease and writes; A wakes and writes with its
+// old token, and the fenced resource on etcd refuses it.
+TEST(EtcdCluster, APausedHolderIsFencedOutAfterEtcdEndsItsTerm) {
+    const std::string prefix = coord::test::etcd_fresh_prefix();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    coord::test::child_process a([&](int out) {
+        ::close(go[1]);
+        auto store = open_store(prefix);
+        auto l = store->lease_acquire("primary", "A", 2s);
+        if (!l) return 2;
+        const std::uint64_t token = l->token;
+        if (::write(out, &token, sizeof token) != sizeof token) return 3;
+        char c;
+        if (::read(go[0], &c, 1) != 1) return 4;
+        coord::basic_keyed_fenced_resource res{*store};
+        auto w = res.write("config", token, "A's late value");
+        const std::int32_t code = w ? 0 : w.error().code.value();
+        return ::write(out, &code, sizeof code) == sizeof code ? 0 : 5;
+    });
+    ::close(go[0]);
+    std::uint64_t token_a = 0;
+    ASSERT_TRUE(a.read(token_a));
+    a.kill(SIGSTOP);
+    auto store = open_store(prefix);
+    // Wait for etcd to end A's term (its leader's timer, not this clock).
+    for (int i = 0; i < 200; ++i) {
+        auto h = store->lease_read("primary");
+        ASSERT_TRUE(h) << h.error().message();
+        if (!*h) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    auto b = store->lease_acquire("primary", "B", 30s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, token_a);
+    coord::basic_keyed_fenced_resource res{*store};
+    ASSERT_TRUE(res.write("config", b->token, "B's value"));
+    a.kill(SIGCONT);
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    std::int32_t code = -1;
+    ASSERT_TRUE(a.read(code));
+    EXPECT_EQ(code, static_cast<std::int32_t>(coord::errc::stale_fence));
+    EXPECT_EQ(WEXITSTATUS(a.wait()), 0);
+    ::close(go[1]);
+    auto v = res.read("config");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->value, "B's value");
+}
+
+TEST(EtcdCluster, FourProcessesDrawSegmentIdsWithTheLeaderKilledMidWayAndNoneTwice) {
+    const std::string prefix = coord::test::etcd_fresh_prefix();
+    constexpr int processes = 4, per_process = 3000;
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
+            auto store = open_store(prefix);
+            coord::segment_options opt;
+            opt.min_step = opt.initial_step = 20;
+            opt.max_step = 40;
+            coord::basic_segment_generator<coord::etcd::store> gen{*store, opt};
+            auto h = gen.tag("orders");
+            for (int i = 0; i < per_process;) {
+                auto id = h.next();
+                if (!id) {
+                    if (id.error() == coord::errc::allocator_unavailable) {
+                        gen.quiesce();
+                        continue;
+                    }
+                    return 2;
+                }
+                const std::uint64_t v = *id;
+                if (::write(out, &v, sizeof v) != sizeof v) return 3;
+                ++i;
+                if (i % 200 == 0) std::this_thread::sleep_for(10ms);  // spread the draws over the kill
+            }
+            return 0;
+        }));
+    std::this_thread::sleep_for(300ms);
+    const int killed = leader();
+    ASSERT_GE(killed, 0);
+    member("kill", killed);
+    std::this_thread::sleep_for(1500ms);
+    member("restart", killed);
+    std::set<std::uint64_t> seen;
+    for (auto& c : children) {
+        std::uint64_t v;
+        while (c->read(v)) EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v;
+        EXPECT_EQ(c->wait(), 0);
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
+}
+
+}  // namespace

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// etcd-only behaviour on one member: terms in etcd's whole seconds (rounded
+// up, the minimum), tokens that are revisions and keep growing across
+// compaction, exact 64-bit fences, a new TTL swapped in on renew,
+// revocations, endpoints that cannot be reached skipped for the next, and
+// clear errors.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "etcd/etcd_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using coord::test::etcd_fresh_prefix;
+using coord::test::etcd_options;
+using coord::test::etcd_url;
+
+std::unique_ptr<coord::etcd::store> fresh_store() {
+    return std::make_unique<coord::etcd::store>(etcd_url(), coord::etcd::server_clock{}, etcd_options(etcd_fresh_prefix()));
+}
+
+// A port on loopback that nobody listens on.
+std::string closed_endpoint() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    (void)::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
+    auto store = fresh_store();
+    const auto before = std::chrono::system_clock::now();
+    auto l = store->lease_acquire("a", "A", 1500ms);
+    ASSERT_TRUE(l) << l.error().code.message();
+    EXPECT_EQ(l->ttl, 2s);  // 1.5 s is not whole seconds: rounded up
+    EXPECT_GE(l->expires_at, std::chrono::duration_cast<std::chrono::nanoseconds>((before + 2s).time_since_epoch()));
+    auto tiny = store->lease_acquire("b", "B", 100ms);
+    ASSERT_TRUE(tiny);
+    EXPECT_GE(tiny->ttl, 2s);  // below etcd's minimum: raised to it, and said so
+    auto r = store->lease_read("a");
+    ASSERT_TRUE(r && *r);
+    EXPECT_EQ((*r)->token, l->token);
+    EXPECT_LE((*r)->expires_at, l->expires_at + 1s);  // what etcd says is left
+    // Renew with a longer TTL: a new lease swapped in, the same token.
+    auto longer = store->lease_renew("a", "A", l->token, 30s);
+    ASSERT_TRUE(longer) << longer.error().code.message();
+    EXPECT_EQ(longer->token, l->token);
+    EXPECT_EQ(longer->ttl, 30s);
+    auto again = store->lease_read("a");
+    ASSERT_TRUE(again && *again);
+    EXPECT_GT((*again)->expires_at, l->expires_at + 20s);
+    auto same = store->lease_renew("a", "A", 0, 0ns);  // keepalive: the granted term again
+    ASSERT_TRUE(same);
+    EXPECT_EQ(same->ttl, 30s);
+}
+
+TEST(Etcd, TokensAreRevisionsThatKeepGrowingAcrossCompaction) {
+    auto store = fresh_store();
+    auto a = store->lease_acquire("n", "A", 10s);
+    ASSERT_TRUE(a);
+    auto rev = store->revision();
+    ASSERT_TRUE(rev);
+    EXPECT_LE(static_cast<std::int64_t>(a->token), *rev);
+    ASSERT_TRUE(store->lease_release("n", "A", a->token));
+    // Compact everything up to now: old revisions are gone from the history,
+    // the counter is not.
+    auto compacted = coord::etcd::pool(etcd_url(), {}).request("/v3/kv/compaction",
+                                                              "{\"revision\":\"" + std::to_string(*rev) + "\"}", true);
+    ASSERT_TRUE(compacted) << compacted.error().message();
+    auto b = store->lease_acquire("n", "B", 10s);
+    ASSERT_TRUE(b);
+    EXPECT_GT(b->token, a->token);
+    coord::basic_keyed_fenced_resource res{*store};
+    ASSERT_TRUE(res.write("k", b->token, "B"));
+    EXPECT_EQ(res.write("k", a->token, "A").error(), coord::errc::stale_fence);
+}
+
+TEST(Etcd, FencesStayExactAt2To62And2To63Minus1And2To64Minus1) {
+    auto store = fresh_store();
+    constexpr std::uint64_t p62 = std::uint64_t{1} << 62;
+    constexpr std::uint64_t max63 = (std::uint64_t{1} << 63) - 1;
+    constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
+    ASSERT_TRUE(store->fence_write("k", p62 + 1, "a"));
+    EXPECT_EQ(store->fence_write("k", p62, "b").error().highest, p62 + 1);
+    ASSERT_TRUE(store->fence_write("k", max63, 5, "c"));
+    EXPECT_EQ(store->fence_write("k", max63, 5, "d").error(), coord::errc::stale_sequence);
+    ASSERT_TRUE(store->fence_write("k", max63, 6, "e"));
+    ASSERT_TRUE(store->fence_write("k", max63, "f"));  // the same token without a sequence keeps it
+    EXPECT_EQ(store->fence_write("k", max63, 6, "g").error(), coord::errc::stale_sequence);
+    ASSERT_TRUE(store->fence_write("k", max64, "h"));
+    auto v = store->fence_read("k");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, max64);
+    EXPECT_EQ(v->value, "h");
+    auto seg = store->segment_allocate("ids", max63 - 1);
+    ASSERT_TRUE(seg);
+    EXPECT_EQ(seg->end, max63);
+    auto last = store->segment_allocate("ids", 1);
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->end, coord::segment_id_limit);
+    EXPECT_EQ(store->segment_allocate("ids", 1).error(), coord::errc::range_exhausted);
+}
+
+TEST(Etcd, RevocationsKeepTheLaterTimeAndNeverMoveBack) {
+    auto store = fresh_store();
+    auto& st = *store;
+    EXPECT_EQ(st.token_revoked("t1", "alice", 100, 150), false);
+    ASSERT_TRUE(st.revoke_token("t1", 200));
+    ASSERT_TRUE(st.revoke_token("t1", 180));  // never moves back
+    EXPECT_EQ(st.token_revoked("t1", "alice", 100, 150), true);
+    EXPECT_EQ(st.token_revoked("t1", "alice", 100, 201), false);  // past the token's exp
+    ASSERT_TRUE(st.revoke_subject("alice", 120));
+    EXPECT_EQ(st.token_revoked("t2", "alice", 100, 150), true);
+    EXPECT_EQ(st.token_revoked("t2", "alice", 130, 150), false);
+    EXPECT_EQ(st.token_revoked("t2", "alice", std::nullopt, 150), true);
+    ASSERT_TRUE(st.revoke_subject("alice", 5));
+    EXPECT_EQ(st.token_revoked("t2", "alice", 100, 150), true);
+    EXPECT_EQ(st.token_revoked("", "", std::nullopt, 150), false);
+}
+
+TEST(Etcd, AnEndpointThatCannotBeReachedIsSkippedForTheNext) {
+    const std::string live = etcd_url().substr(7);
+    const std::string url = "etcd://" + closed_endpoint() + "," + live;
+    coord::etcd::store store{url, {}, etcd_options(etcd_fresh_prefix())};
+    auto l = store.lease_acquire("n", "A", 5s);
+    ASSERT_TRUE(l) << l.error().code.message();
+    EXPECT_TRUE(store.fence_write("k", l->token, "v"));
+    EXPECT_EQ(store.endpoints().size(), 2u);
+}
+
+TEST(Etcd, NoEndpointReachableIsAClearErrorAndBadUrlsAreRefused) {
+    try {
+        coord::etcd::store store{"etcd://" + closed_endpoint()};
+        ADD_FAILURE() << "connected to a closed port";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::etcd::errc::connection_failed) << e.what();
+        EXPECT_EQ(e.code(), coord::condition::unavailable);
+    }
+    for (const char* bad : {"http://h:1", "etcd://", "etcd://h", "etcd://h:0", "etcd://h:1,", "etcd://h:1,x:99999"})
+        EXPECT_THROW(coord::etcd::store{bad}, std::invalid_argument) << bad;
+    coord::etcd::options o;
+    o.pool_size = 0;
+    EXPECT_THROW((coord::etcd::store{etcd_url(), {}, o}), std::invalid_argument);
+}
+
+TEST(Etcd, APortThatNeverAnswersTimesOut) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(fd, 16), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    coord::etcd::options o;
+    o.operation_timeout = 300ms;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        coord::etcd::store store{"etcd://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), {}, o};
+        ADD_FAILURE() << "a port that never answers answered";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::etcd::errc::deadline_passed) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 300ms + 2s);  // a hang guard, not a speed claim
+    ::close(fd);
+}
+
+}  // namespace
