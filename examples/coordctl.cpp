@@ -62,6 +62,9 @@
 #if defined(COORD_HAS_REDIS)
 #include "coord/redis/store.hpp"
 #endif
+#if defined(COORD_HAS_ETCD)
+#include "coord/etcd/store.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
@@ -72,7 +75,8 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO or redis://HOST:PORT[/DB]; every command with a store\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB] or etcd://HOST:PORT[,...] (no\n"
+    "   ledger or sessions on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s)\n"
     "  store init    --store S [--force]   (once before first use: a store that can lose its data, redis://,\n"
@@ -234,6 +238,9 @@ std::string store_schemes() {
 #if defined(COORD_HAS_REDIS)
     s += ", redis://HOST:PORT[/DB]";
 #endif
+#if defined(COORD_HAS_ETCD)
+    s += ", etcd://HOST:PORT[,HOST:PORT...]";
+#endif
     return s;
 }
 
@@ -256,6 +263,13 @@ coord::redis::options redis_options_of(const std::string& spec, std::chrono::mil
     coord::redis::options ro;
     if (timeout.count() > 0) ro.operation_timeout = ro.connect_timeout = timeout;
     return ro;
+}
+#endif
+
+#if defined(COORD_HAS_ETCD)
+int infra(const coord::etcd::store& s, const coord::error& ec) {
+    std::fprintf(stderr, "error: %s: %s%s\n", s.url().c_str(), ec.message().c_str(), assumption(ec));
+    return exit_for(ec);
 }
 #endif
 
@@ -295,6 +309,15 @@ int with_store(const options& o, F&& f) {
 #if defined(COORD_HAS_REDIS)
     if (spec.rfind("redis://", 0) == 0) {
         coord::redis::store store(spec, {}, redis_options_of(spec, timeout));
+        return f(store);
+    }
+#endif
+#if defined(COORD_HAS_ETCD)
+    if (spec.rfind("etcd://", 0) == 0) {
+        if (auto e = coord::etcd::parse_url(spec); !e) throw usage_error("--store " + printable(spec) + ": " + e.error());
+        coord::etcd::options eo;
+        if (timed) eo.operation_timeout = eo.connect_timeout = timeout;
+        coord::etcd::store store(spec, {}, eo);
         return f(store);
     }
 #endif
@@ -452,8 +475,18 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
             return snowflake_next(store, node, count);
         }
 #endif
+#if defined(COORD_HAS_ETCD)
+        if (spec.rfind("etcd://", 0) == 0) {
+            if (auto e = coord::etcd::parse_url(spec); !e) throw usage_error("--state " + printable(spec) + ": " + e.error());
+            coord::etcd::options eo;
+            if (o.has("timeout")) eo.operation_timeout = eo.connect_timeout = o.duration("timeout");
+            coord::etcd::store store{spec, {}, eo};
+            return snowflake_next(store, node, count);
+        }
+#endif
         if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-            throw usage_error("--state must be file:PATH, sqlite:PATH or redis://HOST:PORT[/DB], got '" + printable(spec) + "'");
+            throw usage_error("--state must be file:PATH, sqlite:PATH, redis://HOST:PORT[/DB] or etcd://HOST:PORT, got '" +
+                              printable(spec) + "'");
         coord::file_store_options fo;
         if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
         coord::file_store store{spec.substr(5), {}, fo};
@@ -616,8 +649,12 @@ int ledger_claim(const std::vector<std::string_view>& args) {
     const auto& worker = o.required("worker");
     if (worker.empty()) throw usage_error("--worker must not be empty");
     const auto opt = ledger_options_of(o);
-    return with_store(o, [&](auto& store) {
-        coord::basic_job_ledger<std::remove_reference_t<decltype(store)>> ledger{store, opt};
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        if constexpr (!coord::ledger_store<Store>) {
+            throw usage_error("this store keeps no job ledger (etcd: use file, sqlite, postgres or redis)");
+        } else {
+        coord::basic_job_ledger<Store> ledger{store, opt};
         auto c = ledger.claim(slot, worker);
         if (!c) return infra(store, c.error());
         switch (c->kind) {
@@ -632,6 +669,7 @@ int ledger_claim(const std::vector<std::string_view>& args) {
         case coord::claim_outcome::expired: std::puts("expired"); return exit_refused;
         }
         return exit_infra;
+        }
     });
 }
 
@@ -643,8 +681,12 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
     const auto* slot = &slot_value;
     const auto& effect_file = o.required("effect-file");
     const auto opt = ledger_options_of(o);
-    return with_store(o, [&](auto& store) {
-        coord::basic_job_ledger<std::remove_reference_t<decltype(store)>> ledger{store, opt};
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        if constexpr (!coord::ledger_store<Store>) {
+            throw usage_error("this store keeps no job ledger (etcd: use file, sqlite, postgres or redis)");
+        } else {
+        coord::basic_job_ledger<Store> ledger{store, opt};
         const auto worker = "coordctl-" + std::to_string(::getpid());
         auto r = ledger.run(*slot, worker, "", [&](const coord::ledger_context&) {
             return append_once(effect_file, slot->to_string());
@@ -659,6 +701,7 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
         case coord::run_outcome::expired: std::puts("expired"); return exit_refused;
         }
         return exit_infra;
+        }
     });
 }
 
@@ -685,7 +728,7 @@ int session_command(std::string_view verb, const std::vector<std::string_view>& 
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::session_store<Store>) {
-            throw usage_error("this store keeps no sessions (use sqlite:PATH or postgres:CONNINFO)");
+            throw usage_error("this store keeps no sessions (use sqlite:PATH, postgres:CONNINFO or redis://HOST:PORT)");
         } else {
             coord::basic_session_manager<Store> sessions{store, opt};
             auto refusal = [&](const coord::error& ec) {

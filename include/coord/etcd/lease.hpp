@@ -16,12 +16,17 @@
 // the grant reports the term it got. expires_at is this machine's clock at
 // the answer plus what etcd said is left (an estimate: the term is etcd's).
 //
-// Round trips: acquire 2 (grant; the transaction), refused 4 (+ the holder's
-// time to live, + the unused lease revoked); renew 2 (the holder read; a
-// keepalive of its own lease, which no one else's grant can share) or 4 with
-// a new TTL (a new lease swapped in by a transaction comparing the holder's
-// create revision and lease, the old one revoked); release 2 (a transaction
-// comparing owner and token that deletes the key; the lease revoked); read 2.
+// Round trips: acquire 2 (grant; the transaction: etcd grants a lease only on
+// its own, before a key can carry it), refused 4 (+ the holder's time to
+// live, + the unused lease revoked). A store object remembers the leases of
+// the grants it made: renewing one of them is 1 round trip (a keepalive of
+// the grant's own lease, which no other grant shares) and releasing it 1 (a
+// revoke of that lease, which deletes the holder key in the same step).
+// Otherwise (another process's grant, a lease gone): renew 2 (the holder
+// read; the keepalive) or 4 with a new TTL (a new lease swapped in by a
+// transaction comparing the holder's create revision and lease, the old one
+// revoked); release 2 (a transaction comparing owner and token that deletes
+// the key; the lease revoked); read 2.
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -29,6 +34,8 @@
 #endif
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,9 +62,11 @@ public:
             (void)ctx_.revoke(id);
             return failed(r.error());
         }
-        if (r->succeeded)
+        if (r->succeeded) {
+            remember(name, owner, static_cast<fence_token>(r->revision), id);
             return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
                          std::chrono::nanoseconds{t.ttl_ns}, std::chrono::nanoseconds{t.expires_ns}};
+        }
         (void)ctx_.revoke(id);
         return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
     }
@@ -65,6 +74,15 @@ public:
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {
         if (auto e = ctx_.expire_due(); !e) return failed(e.error());
+        // This store object's own grant, for its term: a keepalive of the
+        // grant's own lease (1 round trip). Gone: ask etcd what happened.
+        if (auto mine = recalled(name, owner, token); mine && ttl.count() <= 0) {
+            auto k = ctx_.keepalive(mine->id, ttl);
+            if (!k) return failed(k.error());
+            if (*k)
+                return lease{std::string(name), std::string(owner), mine->token, std::chrono::nanoseconds{(*k)->ttl_ns},
+                             std::chrono::nanoseconds{(*k)->expires_ns}};
+        }
         const std::string holder = holder_key(name);
         auto r = ctx_.txn({}, {detail::get(holder), detail::get(grant_key(name))}, {}, false);
         if (!r) return failed(r.error());
@@ -102,12 +120,21 @@ public:
             return refusal(coord::errc::lease_expired, s->ranges.empty() ? std::nullopt : s->ranges[0]);
         }
         (void)ctx_.revoke(h->lease);
+        remember(name, owner, mine, id);
         return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{t.ttl_ns},
                      std::chrono::nanoseconds{t.expires_ns}};
     }
 
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         if (auto e = ctx_.expire_due(); !e) return unexpected(failed(e.error()).error());
+        // This store object's own grant: revoking its lease deletes the
+        // holder key in one step (1 round trip). Gone: ask etcd who holds it.
+        if (auto mine = recalled(name, owner, token)) {
+            forget(name);
+            auto gone = ctx_.revoke_found(mine->id);
+            if (!gone) return unexpected(failed(gone.error()).error());
+            if (*gone) return {};
+        }
         const std::string holder = holder_key(name);
         std::vector<std::string> compare{detail::value_is(holder, owner)};
         if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
@@ -132,6 +159,28 @@ public:
     }
 
 private:
+    // The grants this store object made, by name: their lease IDs, so that a
+    // renew or release of one's own grant acts on its lease directly.
+    struct grant_made {
+        std::string owner;
+        fence_token token = 0;
+        std::int64_t id = 0;
+    };
+    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id) {
+        std::lock_guard lk(mutex_);
+        made_[std::string(name)] = grant_made{std::string(owner), token, id};
+    }
+    void forget(std::string_view name) {
+        std::lock_guard lk(mutex_);
+        if (auto it = made_.find(name); it != made_.end()) made_.erase(it);
+    }
+    std::optional<grant_made> recalled(std::string_view name, std::string_view owner, fence_token token) {
+        std::lock_guard lk(mutex_);
+        auto it = made_.find(name);
+        if (it == made_.end() || it->second.owner != owner || (token != 0 && it->second.token != token)) return std::nullopt;
+        return it->second;
+    }
+
     std::string holder_key(std::string_view name) const { return ctx_.key().of("lease", name, "holder"); }
     std::string grant_key(std::string_view name) const { return ctx_.key().of("lease", name, "grant"); }
 
@@ -159,6 +208,8 @@ private:
     }
 
     detail::context<Clock>& ctx_;
+    std::mutex mutex_;
+    std::map<std::string, grant_made, std::less<>> made_;
 };
 
 }  // namespace coord::etcd
