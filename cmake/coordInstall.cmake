@@ -28,6 +28,11 @@ if(TARGET coord_etcd)
   install(TARGETS coord_etcd EXPORT coordEtcdTargets)
   install(EXPORT coordEtcdTargets NAMESPACE coord:: DESTINATION "${CMAKE_INSTALL_DATADIR}/cmake/coord")
 endif()
+if(TARGET coord_zookeeper)
+  install(TARGETS coord_zookeeper EXPORT coordZooKeeperTargets)
+  install(EXPORT coordZooKeeperTargets NAMESPACE coord:: DESTINATION "${CMAKE_INSTALL_DATADIR}/cmake/coord")
+  install(FILES "${PROJECT_SOURCE_DIR}/cmake/coordZooKeeper.cmake" DESTINATION "${CMAKE_INSTALL_DATADIR}/cmake/coord")
+endif()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/coord" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/coord")
 
@@ -41,7 +46,7 @@ install(FILES "${PROJECT_BINARY_DIR}/coordConfig.cmake" "${PROJECT_BINARY_DIR}/c
   DESTINATION "${COORD_CMAKE_DIR}")
 
 # pkg-config: coord.pc (the header-only core; the adapters' libraries are
-# named by their own pkg-config files: libcrypto, libpq, sqlite3, hiredis, libcurl).
+# named by their own pkg-config files: libcrypto, libpq, sqlite3, hiredis, libcurl; libzookeeper_mt has none).
 configure_file("${PROJECT_SOURCE_DIR}/cmake/coord.pc.in" "${PROJECT_BINARY_DIR}/coord.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/coord.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")
 
@@ -58,6 +63,6 @@ set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
 set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "all")
 set(CPACK_DEBIAN_PACKAGE_SECTION "libdevel")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libssl-dev (>= 3.0), libpq-dev, libsqlite3-dev, libhiredis-dev, libcurl4-openssl-dev, libhowardhinnant-date-dev")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libssl-dev (>= 3.0), libpq-dev, libsqlite3-dev, libhiredis-dev, libcurl4-openssl-dev, libzookeeper-mt-dev, libhowardhinnant-date-dev")
 set(CPACK_PACKAGE_DIRECTORY "${PROJECT_BINARY_DIR}/package")
 include(CPack)

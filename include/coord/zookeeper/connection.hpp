@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/connection.hpp: the ZooKeeper connection layer of coord's
+// engine: the error codes, the store's options and ensemble address, one
+// ZooKeeper session (the C client, libzookeeper_mt), and the one way a call
+// talks to the ensemble: an asynchronous request whose completion is awaited
+// under the call's deadline.
+//
+// A request that gets no completion by its deadline returns: a writing
+// request is errc::outcome_unknown (it may have been applied), a reading one
+// errc::deadline_passed; the completion, if it comes later, is dropped.
+// Connection loss is not session expiry: while the client reconnects (to any
+// server of the ensemble) requests fail with connection_loss (a write that
+// was sent: outcome_unknown); once the ensemble expired the session, the
+// store opens a new one on the next call, and every session-bound lease of
+// the old session is gone (ZooKeeper deleted its nodes).
+#pragma once
+
+#include <zookeeper/zookeeper.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_outcome.hpp"
+#include "coord/error.hpp"
+#include "coord/result.hpp"
+
+namespace coord::zookeeper {
+
+/// Infrastructure failures of the ZooKeeper engine.
+enum class errc {
+    /// No session could be established with the ensemble in time.
+    connection_failed = 1,
+    /// The client lost its connection (it is reconnecting); for a read, or a
+    /// write that was not sent. A write that was sent is outcome_unknown.
+    connection_loss,
+    /// The ensemble expired the session: session-bound leases are gone.
+    session_expired,
+    /// ZooKeeper refused the request (nothing was applied).
+    request_failed,
+    /// The answer was not what the engine expects (a node not written by coord?).
+    bad_answer,
+    /// No completion within options::operation_timeout, for a call that wrote nothing.
+    deadline_passed,
+    /// The same compare-and-set lost to other writers too many times in a row.
+    contention,
+};
+
+namespace detail {
+class category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "coord.zookeeper"; }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
+        return coord::make_error_condition(coord::condition::unavailable);
+    }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+        case errc::connection_failed: return "no ZooKeeper session could be established";
+        case errc::connection_loss: return "the connection to ZooKeeper was lost";
+        case errc::session_expired: return "the ZooKeeper session expired";
+        case errc::request_failed: return "ZooKeeper refused the request";
+        case errc::bad_answer: return "unexpected answer from ZooKeeper";
+        case errc::deadline_passed: return "no answer from ZooKeeper within the operation timeout";
+        case errc::contention: return "a ZooKeeper compare-and-set kept losing to other writers";
+        }
+        return "unknown ZooKeeper error";
+    }
+};
+}  // namespace detail
+
+inline const std::error_category& category() noexcept {
+    static const detail::category_impl instance;
+    return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+}  // namespace coord::zookeeper
+
+template <>
+struct std::is_error_code_enum<coord::zookeeper::errc> : std::true_type {};
+
+namespace coord::zookeeper {
+
+/// The ensemble and the root node: zookeeper://HOST:PORT[,HOST:PORT...][/ROOT].
+struct address {
+    std::string hosts;           ///< "h1:p1,h2:p2" as the C client takes it
+    std::string root = "/coord"; ///< every node of the store lies under it
+};
+
+/// Parses zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]; the error says what is wrong.
+inline result<address, std::string> parse_url(std::string_view url) {
+    constexpr std::string_view scheme = "zookeeper://";
+    if (url.substr(0, scheme.size()) != scheme) return unexpected(std::string("a ZooKeeper URL starts with zookeeper://"));
+    std::string_view rest = url.substr(scheme.size());
+    address a;
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        a.root = std::string(rest.substr(slash));
+        rest = rest.substr(0, slash);
+        while (a.root.size() > 1 && a.root.back() == '/') a.root.pop_back();
+        if (a.root == "/" || a.root.find("//") != std::string::npos || a.root.find('\0') != std::string::npos)
+            return unexpected(std::string("the root must be a node path such as /coord"));
+    }
+    std::string_view hosts = rest;
+    while (!hosts.empty()) {
+        const auto comma = hosts.find(',');
+        const std::string_view one = hosts.substr(0, comma);
+        const auto colon = one.rfind(':');
+        if (one.empty() || colon == std::string_view::npos || colon == 0) return unexpected(std::string("each server is HOST:PORT"));
+        int v = 0;
+        const std::string_view port = one.substr(colon + 1);
+        for (char c : port) {
+            if (c < '0' || c > '9') return unexpected(std::string("the port must be 1 to 65535"));
+            v = v * 10 + (c - '0');
+            if (v > 65535) return unexpected(std::string("the port must be 1 to 65535"));
+        }
+        if (port.empty() || v < 1) return unexpected(std::string("the port must be 1 to 65535"));
+        if (comma == std::string_view::npos) break;
+        hosts = hosts.substr(comma + 1);
+        if (hosts.empty()) return unexpected(std::string("each server is HOST:PORT"));
+    }
+    if (rest.empty()) return unexpected(std::string("the URL names no server"));
+    a.hosts = std::string(rest);
+    return a;
+}
+
+/// Store settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct options {
+    /// Bounds each call as a whole (1 ms to 24 h).
+    std::chrono::milliseconds operation_timeout{5000};
+    /// The session timeout asked for (the ensemble clamps it to its
+    /// minSessionTimeout..maxSessionTimeout, by default 2 to 20 ticks: 4 s to
+    /// 40 s with tickTime=2000): the term of session-bound leases.
+    std::chrono::milliseconds session_timeout{10000};
+    /// Bounds establishing a session (1 ms to 24 h).
+    std::chrono::milliseconds connect_timeout{5000};
+};
+
+/// The clock policy that means "the ensemble's clock": every term is judged
+/// on times the ensemble stamps (a node's modification time). Tests may give
+/// a manual_clock instead, whose readings are written with each record.
+struct server_clock {};
+
+namespace detail {
+
+/// What a completion brought back.
+struct reply {
+    int rc = ZOK;
+    std::string data;
+    Stat stat{};
+    std::string path;  // a create's path
+    std::vector<int> results;  // a multi's per-operation codes
+    std::vector<Stat> stats;   // and stats (set operations)
+};
+
+/// The state one request shares with its completion (which may come after
+/// the caller gave up: it then lands here and is dropped).
+struct pending {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    reply out;
+    // A multi's operations and their results live as long as the request.
+    std::vector<zoo_op_t> ops;
+    std::vector<zoo_op_result_t> op_results;
+    std::vector<std::string> keep;     // buffers the ops point into
+    std::vector<Stat> op_stats;
+    std::vector<std::vector<char>> path_buffers;
+};
+using pending_ptr = std::shared_ptr<pending>;
+
+inline void finish(const void* data, const std::function<void(reply&)>& fill) {
+    auto* holder = static_cast<pending_ptr*>(const_cast<void*>(data));
+    {
+        std::lock_guard lk((*holder)->mutex);
+        fill((*holder)->out);
+        (*holder)->done = true;
+    }
+    (*holder)->cv.notify_all();
+    delete holder;
+}
+
+inline std::string rc_words(int rc) {
+    const char* w = zerror(rc);
+    return w ? w : "unknown";
+}
+
+}  // namespace detail
+
+/// One ZooKeeper session, reopened when the ensemble expired it. Thread-safe
+/// (the C client is).
+class session {
+public:
+    session(const address& a, const options& o) : address_(a), opts_(o) {
+        static const bool quiet = [] {
+            zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+            zoo_set_log_stream(nullptr);
+            return true;
+        }();
+        (void)quiet;
+    }
+    session(const session&) = delete;
+    session& operator=(const session&) = delete;
+    ~session() {
+        std::vector<zhandle_t*> all;
+        {
+            std::lock_guard lk(mutex_);
+            all = std::move(retired_);
+            if (zh_) all.push_back(std::exchange(zh_, nullptr));
+        }
+        for (auto* zh : all) zookeeper_close(zh);  // outside the lock: its last watcher call takes it
+    }
+
+    const options& opts() const noexcept { return opts_; }
+
+    /// The session's id and the term the ensemble negotiated, once connected.
+    std::int64_t id() {
+        std::lock_guard lk(mutex_);
+        return zh_ ? zoo_client_id(zh_)->client_id : 0;
+    }
+    std::chrono::milliseconds negotiated_timeout() {
+        std::lock_guard lk(mutex_);
+        return std::chrono::milliseconds{zh_ ? zoo_recv_timeout(zh_) : 0};
+    }
+    /// How many sessions this object has had (a new one after an expiry).
+    std::uint64_t generation() {
+        std::lock_guard lk(mutex_);
+        return generation_;
+    }
+
+    /// The handle, connected: a new session when there is none or the
+    /// ensemble expired the last one; waits for the connection until `until`.
+    result<zhandle_t*> handle(coord::detail::deadline until) {
+        std::unique_lock lk(mutex_);
+        if (zh_ && zoo_state(zh_) == ZOO_EXPIRED_SESSION_STATE) {
+            // Other threads may still be in a call on it: closed with the store.
+            retired_.push_back(std::exchange(zh_, nullptr));
+        }
+        if (!zh_) {
+            zh_ = zookeeper_init(address_.hosts.c_str(), &session::watcher, static_cast<int>(opts_.session_timeout.count()),
+                                 nullptr, this, 0);
+            if (!zh_) return unexpected(coord::error(make_error_code(errc::connection_failed), "zookeeper_init failed"));
+            ++generation_;
+        }
+        const auto limit = std::min(until, coord::detail::deadline_after(opts_.connect_timeout));
+        const bool up = state_cv_.wait_until(lk, limit, [&] { return zoo_state(zh_) == ZOO_CONNECTED_STATE; });
+        if (!up) {
+            const int st = zoo_state(zh_);
+            if (st == ZOO_EXPIRED_SESSION_STATE)
+                return unexpected(coord::error(make_error_code(errc::session_expired), "the ensemble expired the session"));
+            return unexpected(coord::error(make_error_code(errc::connection_failed),
+                                           address_.hosts + ": no connection within the connect timeout"));
+        }
+        return zh_;
+    }
+
+    /// Runs `start(zh, completion-data)` (an asynchronous zoo_a* call that
+    /// completes through detail::finish) and waits for its completion until
+    /// the call's deadline. `writes`: a request that may change the tree.
+    template <class Start>
+    result<detail::reply> call(Start&& start, bool writes, const detail::pending_ptr& p = nullptr) {
+        const auto until = coord::detail::deadline_after(opts_.operation_timeout);
+        auto zh = handle(until);
+        if (!zh) return unexpected(zh.error());
+        auto state = p ? p : std::make_shared<detail::pending>();
+        auto* holder = new detail::pending_ptr(state);
+        const int rc = start(*zh, static_cast<const void*>(holder));
+        if (rc != ZOK) {
+            delete holder;  // not queued: no completion will come
+            return unexpected(failure(rc, writes, false));
+        }
+        std::unique_lock lk(state->mutex);
+        if (!state->cv.wait_until(lk, until, [&] { return state->done; })) {
+            return unexpected(coord::detail::engine_failure(
+                coord::detail::call_fate::lost_after_send, writes,
+                coord::error(make_error_code(errc::deadline_passed), "no completion within the call's deadline")));
+        }
+        detail::reply out = std::move(state->out);
+        return out;
+    }
+
+    /// The error a completion code is (ZOK and the codes the adapters
+    /// handle themselves never reach here).
+    static coord::error failure(int rc, bool writes, bool sent = true) {
+        const std::string words = detail::rc_words(rc);
+        switch (rc) {
+        case ZCONNECTIONLOSS:
+        case ZOPERATIONTIMEOUT:
+            return coord::detail::engine_failure(sent ? coord::detail::call_fate::lost_after_send : coord::detail::call_fate::not_sent,
+                                                 writes, coord::error(make_error_code(errc::connection_loss), words));
+        case ZSESSIONEXPIRED:
+        case ZSESSIONMOVED:
+            return coord::detail::engine_failure(sent ? coord::detail::call_fate::lost_after_send : coord::detail::call_fate::not_sent,
+                                                 writes, coord::error(make_error_code(errc::session_expired), words));
+        case ZINVALIDSTATE:
+        case ZCLOSING:
+            return coord::error(make_error_code(errc::connection_loss), words);
+        default: return coord::error(make_error_code(errc::request_failed), words);
+        }
+    }
+
+private:
+    static void watcher(zhandle_t*, int, int, const char*, void* ctx) {
+        auto* self = static_cast<session*>(ctx);
+        { std::lock_guard lk(self->mutex_); }
+        self->state_cv_.notify_all();
+    }
+
+    address address_;
+    options opts_;
+    std::mutex mutex_;
+    std::condition_variable state_cv_;
+    zhandle_t* zh_ = nullptr;
+    std::vector<zhandle_t*> retired_;  // expired sessions' handles
+    std::uint64_t generation_ = 0;
+};
+
+}  // namespace coord::zookeeper

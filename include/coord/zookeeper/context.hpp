@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/context.hpp: what every adapter of the ZooKeeper engine
+// shares: node paths under the store's root, the requests (get, set,
+// create, delete, multi) awaited under the call's deadline, the records'
+// encoding, and the clock: the ensemble's (a node's modification time,
+// stamped by the ensemble when it writes the node) or a test clock's.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/zookeeper/connection.hpp"
+
+namespace coord::zookeeper::detail {
+
+/// A node name for any bytes: [A-Za-z0-9_-] kept, every other byte %XX,
+/// after "n-" (so that no name is "." or ".." and none holds a slash).
+inline std::string node_name(std::string_view s) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out = "n-";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-') {
+            out += ch;
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
+/// Records: fields as "<size>:<bytes>", one after another.
+inline std::string encode(const std::vector<std::string>& fields) {
+    std::string out;
+    for (const auto& f : fields) {
+        out += std::to_string(f.size());
+        out += ':';
+        out += f;
+    }
+    return out;
+}
+inline std::optional<std::vector<std::string>> decode(std::string_view s, std::size_t n) {
+    std::vector<std::string> out;
+    while (!s.empty() && out.size() < n) {
+        const auto colon = s.find(':');
+        std::size_t len = 0;
+        if (colon == std::string_view::npos) return std::nullopt;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + colon, len);
+        if (ec != std::errc{} || p != s.data() + colon || len > s.size() - colon - 1) return std::nullopt;
+        out.emplace_back(s.substr(colon + 1, len));
+        s = s.substr(colon + 1 + len);
+    }
+    if (out.size() != n || !s.empty()) return std::nullopt;
+    return out;
+}
+inline std::optional<std::int64_t> i64(std::string_view s) {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+inline std::optional<std::uint64_t> u64(std::string_view s) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
+
+/// A node as read: its data and stat; nullopt when it does not exist.
+struct node {
+    std::string data;
+    Stat stat{};
+};
+
+/// The session, the paths and the clock, shared by the adapters of one store.
+template <class Clock>
+class context {
+public:
+    static constexpr bool test_clock = !std::is_same_v<Clock, server_clock>;
+
+    context(session& s, std::string root, const Clock& clock) : session_(s), root_(std::move(root)), clock_(clock) {}
+
+    session& zk() noexcept { return session_; }
+    const std::string& root() const noexcept { return root_; }
+    std::string path(std::string_view kind) const { return root_ + "/" + std::string(kind); }
+    std::string path(std::string_view kind, std::string_view name) const { return path(kind) + "/" + node_name(name); }
+
+    /// Creates the root and its kinds' parents (persistent, empty) when missing.
+    result<void> ensure_tree() {
+        std::vector<std::string> paths;
+        for (std::size_t i = 1; i <= root_.size(); ++i)
+            if (i == root_.size() || root_[i] == '/') paths.push_back(root_.substr(0, i));
+        for (const char* kind : {"fence", "lease", "slease", "segment", "reservation", "clock"}) paths.push_back(path(kind));
+        for (const auto& p : paths) {
+            auto r = create(p, "", 0);
+            if (!r && r.error() != errc::request_failed) return unexpected(r.error());
+        }
+        return {};
+    }
+
+    result<std::optional<node>> get(const std::string& p) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_aget(zh, p.c_str(), 0,
+                                [](int rc, const char* value, int len, const Stat* stat, const void* d) {
+                                    finish(d, [&](reply& out) {
+                                        out.rc = rc;
+                                        if (rc == ZOK) {
+                                            if (value && len > 0) out.data.assign(value, static_cast<std::size_t>(len));
+                                            if (stat) out.stat = *stat;
+                                        }
+                                    });
+                                },
+                                data);
+            },
+            false);
+        if (!r) return unexpected(r.error());
+        if (r->rc == ZNONODE) return std::optional<node>{};
+        if (r->rc != ZOK) return unexpected(session::failure(r->rc, false));
+        return std::optional<node>{node{std::move(r->data), r->stat}};
+    }
+
+    /// setData with a version (-1: any). The reply's rc is the caller's to
+    /// read (ZBADVERSION, ZNONODE are answers, not failures).
+    result<reply> set(const std::string& p, const std::string& v, int version) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_aset(zh, p.c_str(), v.data(), static_cast<int>(v.size()), version,
+                                [](int rc, const Stat* stat, const void* d) {
+                                    finish(d, [&](reply& out) {
+                                        out.rc = rc;
+                                        if (rc == ZOK && stat) out.stat = *stat;
+                                    });
+                                },
+                                data);
+            },
+            true);
+        if (!r) return r;
+        if (r->rc != ZOK && r->rc != ZBADVERSION && r->rc != ZNONODE) return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// create (flags: 0 persistent, ZOO_EPHEMERAL); ZNODEEXISTS is an
+    /// answer (request_failed when the caller treats it as one).
+    result<reply> create(const std::string& p, const std::string& v, int flags) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
+                                    [](int rc, const char* path, const Stat* stat, const void* d) {
+                                        finish(d, [&](reply& out) {
+                                            out.rc = rc;
+                                            if (rc == ZOK) {
+                                                if (path) out.path = path;
+                                                if (stat) out.stat = *stat;
+                                            }
+                                        });
+                                    },
+                                    data);
+            },
+            true);
+        if (!r) return r;
+        if (r->rc == ZNODEEXISTS) return unexpected(coord::error(make_error_code(errc::request_failed), "node exists"));
+        if (r->rc != ZOK) return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// create that tells "exists" apart: rc ZOK or ZNODEEXISTS.
+    result<reply> create_or_exists(const std::string& p, const std::string& v, int flags) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
+                                    [](int rc, const char* path, const Stat* stat, const void* d) {
+                                        finish(d, [&](reply& out) {
+                                            out.rc = rc;
+                                            if (rc == ZOK) {
+                                                if (path) out.path = path;
+                                                if (stat) out.stat = *stat;
+                                            }
+                                        });
+                                    },
+                                    data);
+            },
+            true);
+        if (!r) return r;
+        if (r->rc != ZOK && r->rc != ZNODEEXISTS && r->rc != ZNONODE) return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// delete with a version; rc ZOK, ZNONODE or ZBADVERSION are answers.
+    result<reply> del(const std::string& p, int version) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_adelete(zh, p.c_str(), version,
+                                   [](int rc, const void* d) { finish(d, [&](reply& out) { out.rc = rc; }); }, data);
+            },
+            true);
+        if (!r) return r;
+        if (r->rc != ZOK && r->rc != ZNONODE && r->rc != ZBADVERSION) return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// One multi-operation (all or nothing). `build(state)` fills state.ops
+    /// (pointing into state.keep); the reply's rc is the multi's, results the ops'.
+    template <class Build>
+    result<reply> multi(Build&& build) {
+        auto state = std::make_shared<pending>();
+        build(*state);
+        state->op_results.resize(state->ops.size());
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_amulti(zh, static_cast<int>(state->ops.size()), state->ops.data(), state->op_results.data(),
+                                  [](int rc, const void* d) {
+                                      auto* holder = static_cast<const pending_ptr*>(d);
+                                      auto& st = **holder;
+                                      finish(d, [&](reply& out) {
+                                          out.rc = rc;
+                                          for (const auto& res : st.op_results) {
+                                              out.results.push_back(res.err);
+                                              out.stats.push_back(res.stat ? *res.stat : Stat{});
+                                          }
+                                      });
+                                  },
+                                  data);
+            },
+            true, state);
+        if (!r) return r;
+        if (r->rc != ZOK && r->rc != ZBADVERSION && r->rc != ZNODEEXISTS && r->rc != ZNONODE)
+            return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// The store's clock now, in ns: the test clock's reading, or the
+    /// ensemble's: the modification time it stamps on the clock node, written
+    /// for that purpose (one request; millisecond resolution).
+    result<std::int64_t> now_ns() {
+        if constexpr (test_clock) {
+            return since_epoch_ns(clock_.now());
+        } else {
+            auto r = set(path("clock"), "", -1);
+            if (!r) return unexpected(r.error());
+            if (r->rc != ZOK) return unexpected(bad("the clock node is missing"));
+            return r->stat.mtime * 1'000'000;
+        }
+    }
+
+    /// When a record written with `stat` began, on the store's clock: the
+    /// ensemble's stamp, or the test clock's reading written in the record.
+    static std::int64_t written_at(const Stat& stat, std::int64_t recorded_ns) {
+        if constexpr (test_clock) return recorded_ns;
+        else return stat.mtime * 1'000'000;
+    }
+    /// The time a record being written records (the test clock's now; 0 with
+    /// the ensemble's clock, which stamps it itself).
+    std::string stamp() const {
+        if constexpr (test_clock) return std::to_string(since_epoch_ns(clock_.now()));
+        else return "0";
+    }
+
+private:
+    session& session_;
+    std::string root_;
+    const Clock& clock_;
+};
+
+}  // namespace coord::zookeeper::detail

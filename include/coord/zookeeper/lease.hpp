@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/lease.hpp: the two lease forms on ZooKeeper.
+//
+// lease_adapter (the store's lease_store): a lease that outlives the process
+// that took it, for its TTL, as on every other store. Its record is the
+// persistent node ROOT/lease/NAME (held, holder, TTL). Its term starts at
+// the node's modification time, which the ensemble stamps when it writes the
+// node (its clock, never a client's), and the store's now is the stamp the
+// ensemble puts on ROOT/clock when the store writes it. Grants, renewals and
+// releases are conditional setData on the version read (compare-and-set),
+// read and ruled again on a conflict. The token is the zxid of the granting
+// transaction (the node's mzxid after it): zxids only grow, across server
+// restarts and leader elections (the epoch is their high half).
+// Round trips: acquire 2 (the record; the conditional write), 3 when the
+// record shows a holder (the ensemble's now), 1 after this store object's
+// own release (it remembers the record and version it wrote); renew 1 or 2
+// (the write, whose own stamp judges whether the term was still running: a
+// renew that landed after the end is undone and refused as expired);
+// release 1 or 2; read 1, 2 when held.
+//
+// session_lease_adapter (store.session_bound()): a lease bound to this store
+// object's ZooKeeper session, for holders that keep one connection open:
+// an ephemeral node ROOT/slease/NAME/holder created in one multi-operation
+// with the name's record. The term is the session timeout the ensemble
+// negotiated (a TTL is not ZooKeeper's to give here: the grant reports the
+// term it has), renewed by the session's own heartbeats; expiry is the
+// ensemble's decision (it deletes the node when it expires the session).
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "coord/lease.hpp"
+#include "coord/zookeeper/context.hpp"
+
+namespace coord::zookeeper {
+
+template <class Clock>
+class lease_adapter {
+public:
+    explicit lease_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
+        const std::string p = ctx_.path("lease", name);
+        auto k = recall(name);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            if (!k) {
+                auto n = read(p);
+                if (!n) return failed(n.error());
+                k = *n;
+            }
+            if (k->rec.held) {
+                auto now = ctx_.now_ns();
+                if (!now) return failed(now.error());
+                if (*now < k->expires_ns()) {
+                    if (attempt == 0 && recall(name)) {  // what we knew may be old: read it again
+                        forget(name);
+                        k.reset();
+                        continue;
+                    }
+                    return refusal(coord::errc::lease_held, *k, *now);
+                }
+            }
+            rec_t next{true, std::string(owner), 0, ttl.count() < 0 ? 0 : ttl.count(), 0};
+            auto w = write(p, next, k->version);
+            if (!w) return failed(w.error());
+            if (w->rc == ZOK) {
+                known mine{next, w->stat};
+                remember(name, mine);
+                return view(name, mine);
+            }
+            k.reset();
+        }
+        return failed(coord::error(make_error_code(errc::contention), "lease acquire: 64 conflicts in a row"));
+    }
+
+    result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
+                                           std::chrono::nanoseconds ttl) {
+        const std::string p = ctx_.path("lease", name);
+        auto k = recall(name);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            if (!k) {
+                auto n = read(p);
+                if (!n) return failed(n.error());
+                k = *n;
+            }
+            if (!holds(*k, owner, token)) {
+                if (attempt == 0 && recall(name)) {
+                    forget(name);
+                    k.reset();
+                    continue;
+                }
+                auto now = ctx_.now_ns();
+                if (!now) return failed(now.error());
+                return refusal(coord::errc::not_lease_holder, *k, *now);
+            }
+            const std::int64_t ends = k->expires_ns();
+            if constexpr (detail::context<Clock>::test_clock) {
+                auto now = ctx_.now_ns();
+                if (!now) return failed(now.error());
+                if (*now >= ends) return refusal(coord::errc::lease_expired, *k, *now);
+            }
+            rec_t next = k->rec;
+            next.token = k->token();
+            if (ttl.count() > 0) next.ttl_ns = ttl.count();
+            auto w = write(p, next, k->stat.version);
+            if (!w) return failed(w.error());
+            if (w->rc != ZOK) {
+                k.reset();
+                continue;
+            }
+            known mine{next, w->stat};
+            if (mine.started_ns() >= ends) {
+                // The write landed after the term ended (the ensemble's stamp
+                // says so): expiry is final. Undone, if nobody wrote since.
+                rec_t undone = next;
+                undone.held = false;
+                (void)write(p, undone, w->stat.version);
+                forget(name);
+                return refusal(coord::errc::lease_expired, mine, mine.started_ns());
+            }
+            remember(name, mine);
+            return view(name, mine);
+        }
+        return failed(coord::error(make_error_code(errc::contention), "lease renew: 64 conflicts in a row"));
+    }
+
+    result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
+        const std::string p = ctx_.path("lease", name);
+        auto k = recall(name);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            if (!k) {
+                auto n = read(p);
+                if (!n) return unexpected(failed(n.error()).error());
+                k = *n;
+            }
+            if (!holds(*k, owner, token)) {
+                if (attempt == 0 && recall(name)) {
+                    forget(name);
+                    k.reset();
+                    continue;
+                }
+                auto now = ctx_.now_ns();
+                if (!now) return unexpected(failed(now.error()).error());
+                return unexpected(refusal(coord::errc::not_lease_holder, *k, *now).error());
+            }
+            rec_t next = k->rec;
+            next.token = k->token();
+            next.held = false;
+            next.holder.clear();
+            auto w = write(p, next, k->stat.version);
+            if (!w) return unexpected(failed(w.error()).error());
+            if (w->rc == ZOK) {
+                remember(name, known{next, w->stat});
+                return {};
+            }
+            k.reset();
+        }
+        return unexpected(failed(coord::error(make_error_code(errc::contention), "lease release: 64 conflicts")).error());
+    }
+
+    result<std::optional<lease>> lease_read(std::string_view name) {
+        auto n = read(ctx_.path("lease", name));
+        if (!n) return unexpected(n.error());
+        if (!n->rec.held) return std::optional<lease>{};
+        auto now = ctx_.now_ns();
+        if (!now) return unexpected(now.error());
+        if (*now >= n->expires_ns()) return std::optional<lease>{};
+        return std::optional<lease>{view(name, *n)};
+    }
+
+private:
+    // The record: held, holder, token (0: the mzxid of the version that
+    // granted it, written by the grant itself), TTL, and the test clock's
+    // stamp (0 with the ensemble's clock, which stamps the node itself).
+    struct rec_t {
+        bool held = false;
+        std::string holder;
+        fence_token token = 0;
+        std::int64_t ttl_ns = 0;
+        std::int64_t stamp_ns = 0;
+    };
+    struct known {
+        rec_t rec;
+        Stat stat{};
+        int version = -1;  // -1: no node yet
+        known() = default;
+        known(rec_t r, const Stat& s) : rec(std::move(r)), stat(s), version(s.version) {}
+        fence_token token() const { return rec.token ? rec.token : static_cast<fence_token>(stat.mzxid); }
+        std::int64_t started_ns() const { return detail::context<Clock>::written_at(stat, rec.stamp_ns); }
+        std::int64_t expires_ns() const { return coord::detail::add_saturated(started_ns(), rec.ttl_ns); }
+    };
+
+    static bool holds(const known& k, std::string_view owner, fence_token token) {
+        return k.rec.held && k.rec.holder == owner && (token == 0 || k.token() == token);
+    }
+
+
+    result<known> read(const std::string& p) {
+        auto n = ctx_.get(p);
+        if (!n) return unexpected(n.error());
+        if (!*n) return known{};
+        auto f = detail::decode((*n)->data, 5);
+        auto token = f ? detail::u64((*f)[2]) : std::nullopt;
+        auto ttl = f ? detail::i64((*f)[3]) : std::nullopt;
+        auto stamp = f ? detail::i64((*f)[4]) : std::nullopt;
+        if (!f || !token || !ttl || !stamp) return unexpected(detail::bad("a lease record is malformed"));
+        return known{rec_t{(*f)[0] == "1", (*f)[1], *token, *ttl, *stamp}, (*n)->stat};
+    }
+
+    result<detail::reply> write(const std::string& p, rec_t& r, int version) {
+        if constexpr (detail::context<Clock>::test_clock) r.stamp_ns = *detail::i64(ctx_.stamp());
+        const std::string data = detail::encode({r.held ? "1" : "0", r.holder, std::to_string(r.token), std::to_string(r.ttl_ns),
+                                                 std::to_string(r.stamp_ns)});
+        if (version < 0) return ctx_.create_or_exists(p, data, 0);
+        return ctx_.set(p, data, version);
+    }
+
+    lease view(std::string_view name, const known& k) const {
+        return lease{std::string(name), k.rec.holder, k.token(), std::chrono::nanoseconds{k.rec.ttl_ns},
+                     std::chrono::nanoseconds{k.expires_ns()}};
+    }
+
+    static unexpected<lease_error> failed(const coord::error& e) { return unexpected(lease_error{e, {}, 0, {}}); }
+    unexpected<lease_error> refusal(coord::errc code, const known& k, std::int64_t now) const {
+        lease_error e{coord::make_error_code(code), {}, 0, {}};
+        e.now = std::chrono::nanoseconds{now};
+        if (k.rec.held && now < k.expires_ns()) {
+            e.holder = k.rec.holder;
+            e.token = k.token();
+            e.expires_at = std::chrono::nanoseconds{k.expires_ns()};
+        }
+        return unexpected(std::move(e));
+    }
+
+    void remember(std::string_view name, const known& k) {
+        std::lock_guard lk(mutex_);
+        if (cache_.size() > 4096) cache_.clear();
+        cache_[std::string(name)] = k;
+    }
+    void forget(std::string_view name) {
+        std::lock_guard lk(mutex_);
+        if (auto it = cache_.find(name); it != cache_.end()) cache_.erase(it);
+    }
+    std::optional<known> recall(std::string_view name) {
+        std::lock_guard lk(mutex_);
+        auto it = cache_.find(name);
+        if (it == cache_.end()) return std::nullopt;
+        return it->second;
+    }
+
+    detail::context<Clock>& ctx_;
+    std::mutex mutex_;
+    std::map<std::string, known, std::less<>> cache_;
+};
+
+}  // namespace coord::zookeeper

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/reservation.hpp: time_reservation_store on ZooKeeper (the
+// Snowflake generator's high-water mark of reserved time, per node id).
+//
+// ROOT/reservation/KEY holds the highest token and the reservation; the rule
+// of coord/rules/reservation.hpp is applied to what was read and written
+// with a conditional setData on its version (or create), read and ruled
+// again on a conflict (up to 64 times). 2 round trips.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "coord/reservation.hpp"
+#include "coord/rules/reservation.hpp"
+#include "coord/zookeeper/context.hpp"
+
+namespace coord::zookeeper {
+
+template <class Clock>
+class reservation_adapter {
+public:
+    explicit reservation_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
+        const std::string p = ctx_.path("reservation", key);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            auto n = ctx_.get(p);
+            if (!n) return unexpected(write_error{n.error(), 0});
+            coord::detail::reservation_rule::record rec;
+            int version = -1;
+            if (*n) {
+                auto f = detail::decode((*n)->data, 2);
+                auto h = f ? detail::u64((*f)[0]) : std::nullopt;
+                auto u = f ? detail::i64((*f)[1]) : std::nullopt;
+                if (!h || !u) return unexpected(write_error{detail::bad("a reservation record is malformed"), 0});
+                rec.highest = *h;
+                rec.until_ms = *u;
+                version = (*n)->stat.version;
+            }
+            auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
+            if (!ruled) return unexpected(ruled.error());
+            const std::string data = detail::encode({std::to_string(rec.highest), std::to_string(rec.until_ms)});
+            auto w = version < 0 ? ctx_.create_or_exists(p, data, 0) : ctx_.set(p, data, version);
+            if (!w) return unexpected(write_error{w.error(), 0});
+            if (w->rc == ZOK) return *ruled;
+        }
+        return unexpected(write_error{coord::error(make_error_code(errc::contention), "time reserve: 64 conflicts in a row"), 0});
+    }
+
+private:
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::zookeeper

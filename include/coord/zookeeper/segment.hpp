@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/segment.hpp: segment_allocator on ZooKeeper (Leaf ranges).
+//
+// The tag's counter, ROOT/segment/TAG, holds the last ID handed out. A range
+// is a versioned compare-and-set: read the counter and its version, write
+// it advanced by the step with a conditional setData (or create, the first
+// time); the ensemble refuses the write if another allocator got in between,
+// and it is read again (up to 64 times, then errc::contention). 2 round
+// trips; ranges never overlap, across processes, machines, server restarts
+// and leader elections.
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "coord/segment.hpp"
+#include "coord/zookeeper/context.hpp"
+
+namespace coord::zookeeper {
+
+template <class Clock>
+class segment_adapter {
+public:
+    explicit segment_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
+
+    result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
+        if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        const std::string p = ctx_.path("segment", tag);
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            auto n = ctx_.get(p);
+            if (!n) return unexpected(n.error());
+            std::uint64_t used = 0;
+            int version = -1;
+            if (*n) {
+                auto v = detail::u64((*n)->data);
+                if (!v) return unexpected(detail::bad("a segment counter is not a number"));
+                used = *v;
+                version = (*n)->stat.version;
+            }
+            if (step > segment_id_limit - 1 - used) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+            const std::uint64_t last = used + step;
+            auto w = version < 0 ? ctx_.create_or_exists(p, std::to_string(last), 0) : ctx_.set(p, std::to_string(last), version);
+            if (!w) return unexpected(w.error());
+            if (w->rc == ZOK) return segment_range{used + 1, last + 1};
+        }
+        return unexpected(coord::error(make_error_code(errc::contention), "segment allocate: 64 conflicts in a row"));
+    }
+
+private:
+    detail::context<Clock>& ctx_;
+};
+
+}  // namespace coord::zookeeper

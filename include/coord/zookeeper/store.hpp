@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/zookeeper/store.hpp: coord's stores on ZooKeeper (the C client,
+// libzookeeper_mt), target coord::zookeeper. Leases whose terms the
+// ensemble's clock judges, zxids as fence tokens, fenced writes and segment
+// ranges as versioned compare-and-sets, and leases bound to a session.
+//
+// The engine in layers, one header each:
+//   connection.hpp   errors, options, the URL, the session, every call under a deadline
+//   context.hpp      node paths, the requests, records, the ensemble's clock
+//   fence.hpp lease.hpp session_lease.hpp segment.hpp reservation.hpp
+//                    one adapter per capability; each header says how many
+//                    round trips each operation takes
+// and this header, which gathers them into one store.
+//
+// Not modeled: sessions and revocations (they are per-request writes of
+// growing data, and ZooKeeper keeps its whole tree in memory on every
+// server), the job ledger and the waiting acquire.
+//
+//   coord::zookeeper::store store{"zookeeper://zk1:2181,zk2:2181,zk3:2181/coord"};
+//   coord::basic_lease_manager leases{store};                  // outlives the process, for its TTL
+//   coord::basic_lease_manager mine{store.session_bound()};    // lasts as long as this session
+#pragma once
+
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
+#include <string>
+#include <utility>
+
+#include "coord/zookeeper/connection.hpp"
+#include "coord/zookeeper/context.hpp"
+#include "coord/zookeeper/fence.hpp"
+#include "coord/zookeeper/lease.hpp"
+#include "coord/zookeeper/reservation.hpp"
+#include "coord/zookeeper/segment.hpp"
+#include "coord/zookeeper/session_lease.hpp"
+
+namespace coord::zookeeper {
+
+namespace detail {
+inline address parsed(const std::string& url) {
+    auto a = parse_url(url);
+    if (!a) throw std::invalid_argument("coord: ZooKeeper URL '" + url + "' is malformed: " + a.error());
+    return *a;
+}
+inline options checked(options o) {
+    using std::chrono::milliseconds;
+    const auto day = std::chrono::hours{24};
+    if (o.operation_timeout < milliseconds{1} || o.operation_timeout > day)
+        throw std::invalid_argument("coord::zookeeper::options::operation_timeout must be 1 ms to 24 h");
+    if (o.connect_timeout < milliseconds{1} || o.connect_timeout > day)
+        throw std::invalid_argument("coord::zookeeper::options::connect_timeout must be 1 ms to 24 h");
+    if (o.session_timeout < milliseconds{1} || o.session_timeout > day)
+        throw std::invalid_argument("coord::zookeeper::options::session_timeout must be 1 ms to 24 h");
+    return o;
+}
+template <class Clock>
+struct store_base {
+    store_base(const std::string& url, Clock clock, options opts)
+        : address_(parsed(url)), session_(address_, checked(opts)), clock_(std::move(clock)), context_(session_, address_.root, clock_) {}
+    address address_;
+    session session_;
+    Clock clock_;
+    context<Clock> context_;
+};
+}  // namespace detail
+
+/// ZooKeeper as the store concepts it serves. Clock: server_clock
+/// (production: terms judged on the ensemble's stamps) or a test clock whose
+/// readings are written with each lease record.
+template <class Clock = server_clock>
+class basic_store : private detail::store_base<Clock>,
+                    public fence_adapter<Clock>,
+                    public lease_adapter<Clock>,
+                    public reservation_adapter<Clock>,
+                    public segment_adapter<Clock> {
+    using base = detail::store_base<Clock>;
+
+public:
+    /// Opens a session and creates the root's nodes when missing. Throws
+    /// std::invalid_argument when `url` is malformed (parse_url) or an option
+    /// is out of range; store_error when no session could be established.
+    explicit basic_store(const std::string& url, Clock clock = Clock{}, options opts = {})
+        : base(url, std::move(clock), std::move(opts)),
+          fence_adapter<Clock>(base::context_),
+          lease_adapter<Clock>(base::context_),
+          reservation_adapter<Clock>(base::context_),
+          segment_adapter<Clock>(base::context_),
+          session_leases_(base::context_),
+          url_(url) {
+        if (auto t = base::context_.ensure_tree(); !t)
+            throw store_error(t.error(), "coord: ZooKeeper at " + url + ": " + t.error().detail());
+    }
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
+
+    /// Leases bound to this store object's session (a lease_store).
+    session_lease_adapter<Clock>& session_bound() noexcept { return session_leases_; }
+
+    /// The ensemble's clock now, in ns (its stamp on ROOT/clock).
+    result<std::int64_t> server_now_ns() { return base::context_.now_ns(); }
+    /// The session timeout the ensemble negotiated (the term of session-bound leases).
+    std::chrono::milliseconds session_timeout() { return base::session_.negotiated_timeout(); }
+
+    const std::string& url() const noexcept { return url_; }
+
+private:
+    session_lease_adapter<Clock> session_leases_;
+    std::string url_;
+};
+
+using store = basic_store<>;
+
+static_assert(fence_store<store>);
+static_assert(fence_update_store<store>);
+static_assert(lease_store<store>);
+static_assert(lease_store<session_lease_adapter<server_clock>>);
+static_assert(time_reservation_store<store>);
+static_assert(segment_allocator<store>);
+
+}  // namespace coord::zookeeper

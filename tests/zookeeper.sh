@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Starts and stops the throwaway ZooKeeper servers coord's tests run against:
+# plain Java processes (Debian's zookeeper package, QuorumPeerMain) on
+# 127.0.0.1, state inside DIR. Installs zookeeper and a JRE when missing and
+# the user is root (the packaged service is never started). ctest runs
+# `start` and `stop` as the fixtures of the tests that need them.
+#
+#   tests/zookeeper.sh start DIR PORT [N]    # a fresh standalone server (N=1) or ensemble (N=3):
+#                                            # server i serves clients on PORT+3i
+#   tests/zookeeper.sh stop DIR              # every server stopped, DIR removed
+#   tests/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
+#   tests/zookeeper.sh restart DIR I         # start server I again on its data
+#   tests/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
+#   tests/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
+#   tests/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
+#
+# forceSync=no: a SIGKILL loses nothing the OS holds (the tests kill
+# processes, not machines); production wants forceSync=yes (README).
+set -euo pipefail
+# shellcheck source=tests/apt_install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+
+cmd="${1:-}"
+dir="${2:-}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|restart|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
+case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
+
+log() { printf '[zookeeper.sh] %s\n' "$*" >&2; }
+
+install_server() {
+  [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null && return 0
+  if [ "$(id -u)" != 0 ]; then
+    log "ZooKeeper is not installed and this user cannot install it: apt-get install zookeeper default-jre-headless"
+    exit 1
+  fi
+  log "installing zookeeper"
+  apt_install zookeeper default-jre-headless
+}
+
+alive() {
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+base() { cat "$dir/port"; }
+members() { cat "$dir/members"; }
+client_port() { echo $(( $(base) + 3 * $1 )); }
+say() {  # say PORT WORD: a four-letter word's answer
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf '%s' "$2" >&3
+  timeout 2 cat <&3 || true
+  exec 3<&- 3>&-
+}
+mode_of() { say "$(client_port "$1")" srvr 2>/dev/null | sed -n 's/^Mode: //p'; }
+serving() { local m; m=$(mode_of "$1"); [ "$m" = leader ] || [ "$m" = follower ] || [ "$m" = standalone ]; }
+
+classpath() {
+  local cp="/usr/share/java/zookeeper.jar"
+  [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+  echo "$cp"
+}
+
+server_start() {
+  local i=$1 d="$dir/s$i"
+  setsid java -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dzookeeper.log.dir="$d" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \
+    -cp "$(classpath)" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
+    </dev/null >>"$d/log" 2>&1 &
+  echo $! > "$d/pid"
+}
+wait_serving() {
+  local t i
+  for t in $(seq 1 900); do
+    local ok=1
+    for i in "$@"; do serving "$i" || ok=0; done
+    [ "$ok" = 1 ] && return 0
+    for i in "$@"; do alive "$(cat "$dir/s$i/pid")" || { log "server $i died; log tail:"; tail -n 20 "$dir/s$i/log" >&2; exit 1; }; done
+    sleep 0.1
+  done
+  log "servers $* not serving after 90 s"; exit 1
+}
+server_stop() {
+  local pidf="$dir/s$1/pid" pid
+  [ -f "$pidf" ] || return 0
+  pid=$(cat "$pidf")
+  alive "$pid" || return 0
+  kill -CONT "$pid" 2>/dev/null || true
+  kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+  local t; for t in $(seq 1 300); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+case "$cmd" in
+  start)
+    b="${3:?PORT}"; n="${4:-1}"
+    case "$n" in 1|3) ;; *) echo "N must be 1 or 3" >&2; exit 2 ;; esac
+    install_server
+    if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do server_stop "$i" KILL; done; fi
+    rm -rf "$dir"; mkdir -p "$dir"
+    echo "$b" > "$dir/port"; echo "$n" > "$dir/members"
+    for i in $(seq 0 $((n - 1))); do
+      d="$dir/s$i"; mkdir -p "$d/data"
+      {
+        echo "tickTime=2000"; echo "initLimit=10"; echo "syncLimit=5"
+        echo "dataDir=$d/data"; echo "clientPort=$((b + 3 * i))"; echo "clientPortAddress=127.0.0.1"
+        echo "maxClientCnxns=500"; echo "admin.enableServer=false"; echo "4lw.commands.whitelist=ruok,srvr,stat,mntr"
+        echo "forceSync=no"
+        if [ "$n" = 3 ]; then
+          for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:$((b + 3 * j + 1)):$((b + 3 * j + 2))"; done
+        fi
+      } > "$d/zoo.cfg"
+      [ "$n" = 3 ] && echo $((i + 1)) > "$d/data/myid"
+      server_start "$i"
+    done
+    wait_serving $(seq 0 $((n - 1)))
+    log "ready: $n server(s) from 127.0.0.1:$b (state in $dir)"
+    ;;
+  stop)
+    if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do server_stop "$i"; done; fi
+    rm -rf "$dir"
+    ;;
+  kill) server_stop "${3:?I}" KILL ;;
+  restart) server_start "${3:?I}"; wait_serving "$3" ;;
+  pause) kill -STOP "$(cat "$dir/s${3:?I}/pid")" ;;
+  resume) kill -CONT "$(cat "$dir/s${3:?I}/pid")" ;;
+  leader)
+    for t in $(seq 1 300); do
+      for i in $(seq 0 $(( $(members) - 1 ))); do
+        m=$(mode_of "$i")
+        if [ "$m" = leader ] || [ "$m" = standalone ]; then echo "$i"; exit 0; fi
+      done
+      sleep 0.1
+    done
+    log "no leader after 30 s"; exit 1
+    ;;
+  conninfo)
+    b="${3:?PORT}"; n="${4:-1}"; spec=""
+    for i in $(seq 0 $((n - 1))); do spec="${spec:+$spec,}127.0.0.1:$((b + 3 * i))"; done
+    echo "zookeeper://$spec"
+    ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+esac

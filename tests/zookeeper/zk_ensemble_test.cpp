@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: Apache-2.0
+// Experiments on a three-server ZooKeeper ensemble: the leader killed with
+// SIGKILL while four processes take leases and update a fenced counter, the
+// pause experiment across processes (a session-bound holder's client stopped
+// past its session timeout: its node is gone, B holds with a larger zxid,
+// A's late write refused by the fenced resource), segment IDs from four
+// processes with a server killed mid-way, and tokens across a restart of
+// every server and a leader election.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/segment.hpp"
+#include "support/child_process.hpp"
+#include "zookeeper/zk_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string script(const std::string& what) {
+    return std::string(COORD_ZK_SCRIPT) + " " + what + " '" + COORD_ZK_ENSEMBLE_DIR + "'";
+}
+int leader() {
+    FILE* p = ::popen(script("leader").c_str(), "r");
+    int i = -1;
+    if (p) {
+        if (std::fscanf(p, "%d", &i) != 1) i = -1;
+        ::pclose(p);
+    }
+    return i;
+}
+void server(const char* what, int i) {
+    const std::string cmd = script(what) + " " + std::to_string(i);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+coord::zookeeper::options quick_sessions() {
+    coord::zookeeper::options o;
+    o.session_timeout = 4s;  // the ensemble's minimum (2 ticks of 2 s)
+    return o;
+}
+
+// As on etcd: four processes take one lease in turn and add one to a counter
+// under their token (a fenced update); the leader is killed and restarted in
+// the middle. The counter ends at exactly the number of accepted updates, and
+// every grant's token is new and larger than the process's last.
+TEST(ZooKeeperEnsemble, ALeaderKilledWhileFourProcessesHoldLeasesAndWriteLosesNoUpdate) {
+    const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    { coord::zookeeper::store setup{url}; }
+    constexpr int processes = 4;
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&, p](int out) {
+            coord::zookeeper::store store{url, {}, quick_sessions()};
+            std::string me = "p";
+            me += std::to_string(p);
+            const auto end = std::chrono::steady_clock::now() + 6s;
+            while (std::chrono::steady_clock::now() < end) {
+                auto l = store.lease_acquire("counter", me, 2s);
+                if (!l) {
+                    std::this_thread::sleep_for(20ms);
+                    continue;
+                }
+                auto w = store.fence_update("counter", l->token, [](std::string& v) {
+                    v = std::to_string((v.empty() ? 0 : std::stoull(v)) + 1);
+                });
+                if (w || w.error().code == coord::condition::refused) {
+                    const std::uint64_t report[2] = {l->token, w ? 1u : 0u};
+                    if (::write(out, report, sizeof report) != sizeof report) return 3;
+                }
+                (void)store.lease_release("counter", me, l->token);
+            }
+            return 0;
+        }));
+    std::this_thread::sleep_for(1500ms);
+    const int killed = leader();
+    ASSERT_GE(killed, 0);
+    server("kill", killed);
+    std::this_thread::sleep_for(2s);
+    server("restart", killed);
+    std::set<std::uint64_t> tokens;
+    std::uint64_t accepted = 0;
+    for (auto& c : children) {
+        std::uint64_t report[2], last = 0;
+        while (c->read(report)) {
+            EXPECT_TRUE(tokens.insert(report[0]).second) << "token " << report[0] << " granted twice";
+            EXPECT_GT(report[0], last) << "a later grant with a smaller token";
+            last = report[0];
+            accepted += report[1];
+        }
+        EXPECT_EQ(c->wait(), 0);
+    }
+    coord::zookeeper::store store{url};
+    auto v = store.fence_read("counter");
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_EQ(std::stoull(v->value), accepted) << "an update was lost: two holders' updates interleaved";
+    EXPECT_EQ(v->fence, *tokens.rbegin());
+    EXPECT_GT(accepted, 20u);
+}
+
+// The pause experiment with the session-bound lease: A's client is stopped
+// past its session timeout; the ensemble expires the session and deletes
+// A's node; B takes the lease (a larger zxid) and writes; A wakes, writes
+// with its old token, and the fenced resource refuses it; A's lease is then
+// reported lost.
+TEST(ZooKeeperEnsemble, AHolderStoppedPastItsSessionIsFencedOutAndLearnsItLost) {
+    const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    coord::test::child_process a([&](int out) {
+        ::close(go[1]);
+        coord::zookeeper::store store{url, {}, quick_sessions()};
+        auto l = store.session_bound().lease_acquire("primary", "A", 0s);
+        if (!l) return 2;
+        const std::uint64_t token = l->token;
+        if (::write(out, &token, sizeof token) != sizeof token) return 3;
+        char c;
+        if (::read(go[0], &c, 1) != 1) return 4;
+        coord::basic_keyed_fenced_resource res{store};
+        auto w = res.write("config", token, "A's late value");
+        for (int i = 0; i < 100 && !w && w.error().code.category() != coord::coord_category(); ++i) {
+            std::this_thread::sleep_for(50ms);  // reconnecting with a new session
+            w = res.write("config", token, "A's late value");
+        }
+        const std::int32_t code = w ? 0 : w.error().code.value();
+        auto renew = store.session_bound().lease_renew("primary", "A", token, 0s);
+        const std::int32_t lost = renew ? 0 : renew.error().code.value();
+        return ::write(out, &code, sizeof code) == sizeof code && ::write(out, &lost, sizeof lost) == sizeof lost ? 0 : 5;
+    });
+    ::close(go[0]);
+    std::uint64_t token_a = 0;
+    ASSERT_TRUE(a.read(token_a));
+    a.kill(SIGSTOP);
+    coord::zookeeper::store store{url};
+    coord::result<coord::lease, coord::lease_error> b;
+    for (int i = 0; i < 300; ++i) {  // until the ensemble expires A's session
+        b = store.session_bound().lease_acquire("primary", "B", 0s);
+        if (b || b.error() != coord::errc::lease_held) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, token_a);
+    coord::basic_keyed_fenced_resource res{store};
+    ASSERT_TRUE(res.write("config", b->token, "B's value"));
+    a.kill(SIGCONT);
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    std::int32_t code = -1, lost = -1;
+    ASSERT_TRUE(a.read(code));
+    ASSERT_TRUE(a.read(lost));
+    EXPECT_EQ(code, static_cast<std::int32_t>(coord::errc::stale_fence));
+    EXPECT_TRUE(lost == static_cast<std::int32_t>(coord::errc::not_lease_holder) ||
+                lost == static_cast<std::int32_t>(coord::errc::lease_expired))
+        << lost;
+    EXPECT_EQ(WEXITSTATUS(a.wait()), 0);
+    ::close(go[1]);
+    auto v = res.read("config");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->value, "B's value");
+}
+
+TEST(ZooKeeperEnsemble, FourProcessesDrawSegmentIdsWithAServerKilledMidWayAndNoneTwice) {
+    const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    { coord::zookeeper::store setup{url}; }
+    constexpr int processes = 4, per_process = 3000;
+    std::vector<std::unique_ptr<coord::test::child_process>> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
+            coord::zookeeper::store store{url};
+            coord::segment_options opt;
+            opt.min_step = opt.initial_step = 20;
+            opt.max_step = 40;
+            coord::basic_segment_generator<coord::zookeeper::store> gen{store, opt};
+            auto h = gen.tag("orders");
+            for (int i = 0; i < per_process;) {
+                auto id = h.next();
+                if (!id) {
+                    if (id.error() == coord::errc::allocator_unavailable) {
+                        gen.quiesce();
+                        continue;
+                    }
+                    return 2;
+                }
+                const std::uint64_t v = *id;
+                if (::write(out, &v, sizeof v) != sizeof v) return 3;
+                ++i;
+                if (i % 200 == 0) std::this_thread::sleep_for(10ms);
+            }
+            return 0;
+        }));
+    std::this_thread::sleep_for(300ms);
+    const int killed = leader();
+    ASSERT_GE(killed, 0);
+    server("kill", killed);
+    std::this_thread::sleep_for(1500ms);
+    server("restart", killed);
+    std::set<std::uint64_t> seen;
+    for (auto& c : children) {
+        std::uint64_t v;
+        while (c->read(v)) EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v;
+        EXPECT_EQ(c->wait(), 0);
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
+}
+
+// Tokens after every server was restarted (one at a time) and the leader was
+// killed (an election): larger than every token before.
+TEST(ZooKeeperEnsemble, TokensNeverGoBackAcrossServerRestartsAndAnElection) {
+    const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    coord::zookeeper::store store{url};
+    auto first = store.lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(first) << first.error().code.message();
+    ASSERT_TRUE(store.lease_release("n", "A", first->token));
+    coord::fence_token last = first->token;
+    for (int i = 0; i < 3; ++i) {
+        server("kill", i);
+        server("restart", i);
+        coord::result<coord::lease, coord::lease_error> l;
+        for (int t = 0; t < 200; ++t) {
+            l = store.lease_acquire("n", "A", 1h);
+            if (l || l.error().code == coord::condition::refused) break;
+            std::this_thread::sleep_for(50ms);
+        }
+        ASSERT_TRUE(l) << l.error().code.message();
+        EXPECT_GT(l->token, last) << "after restarting server " << i;
+        last = l->token;
+        ASSERT_TRUE(store.lease_release("n", "A", l->token));
+    }
+    const int killed = leader();
+    server("kill", killed);
+    coord::result<coord::lease, coord::lease_error> l;
+    for (int t = 0; t < 200; ++t) {
+        l = store.lease_acquire("n", "B", 1h);
+        if (l || l.error().code == coord::condition::refused) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    server("restart", killed);
+    ASSERT_TRUE(l) << l.error().code.message();
+    EXPECT_GT(l->token, last) << "after an election";
+    EXPECT_GT(l->token >> 32, first->token >> 32) << "a new epoch: the high half of the zxid";
+}
+
+}  // namespace

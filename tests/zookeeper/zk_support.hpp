@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// tests/zookeeper/zk_support.hpp: the ZooKeeper servers the tests use
+// (started by the ctest fixtures, tests/zookeeper.sh: a standalone server and
+// an ensemble of three; their URLs in COORD_ZK_URL and COORD_ZK_ENSEMBLE_URL)
+// and the factory the conformance suites run on (a fresh root each). A
+// missing server fails the test.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "coord/zookeeper/store.hpp"
+#include "support/test_support.hpp"
+
+namespace coord::test {
+
+inline std::string zk_env(const char* name, const char* fixture) {
+    const char* u = std::getenv(name);
+    if (!u || !*u) throw std::runtime_error(std::string(name) + " is not set: run through ctest (fixture " + fixture + ")");
+    return u;
+}
+inline std::string zk_url() { return zk_env("COORD_ZK_URL", "ZooKeeper.start"); }
+inline std::string zk_ensemble_url() { return zk_env("COORD_ZK_ENSEMBLE_URL", "ZooKeeperEnsemble.start"); }
+
+/// `base` with a root node no other test uses.
+inline std::string zk_fresh_root(const std::string& base) {
+    static std::atomic<int> counter{0};
+    static const unsigned salt = std::random_device{}();
+    std::string u = base;
+    u += "/t";
+    u += std::to_string(::getpid());
+    u += '-';
+    u += std::to_string(salt);
+    u += '-';
+    u += std::to_string(counter++);
+    return u;
+}
+
+struct zk_factory {
+    using store_type = zookeeper::basic_store<manual_clock>;
+    static constexpr const char* name = "zookeeper";
+    /// Tokens are zxids: one counter for the whole ensemble.
+    static constexpr bool tokens_count_per_name = false;
+    std::string url = zk_fresh_root(zk_url());
+    std::unique_ptr<store_type> make(manual_clock clock) { return std::make_unique<store_type>(url, clock); }
+    std::unique_ptr<store_type> second;
+    store_type* reopen(store_type*, manual_clock clock) {
+        second = std::make_unique<store_type>(url, clock);
+        return second.get();
+    }
+};
+
+}  // namespace coord::test

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// ZooKeeper-only behaviour on a standalone server: terms judged on the
+// ensemble's own stamps, zxid tokens, a renew that lands after the term is
+// undone, exact 64-bit fences, the session-bound lease (the negotiated term,
+// a repeated acquire recognised as the same grant, the lease gone with its
+// session), and clear errors.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "zookeeper/zk_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using coord::test::zk_fresh_root;
+using coord::test::zk_url;
+
+// Waits until the ensemble's clock passes `t` (its stamps judge the terms).
+void wait_for_server_time(coord::zookeeper::store& store, std::int64_t t) {
+    for (;;) {
+        auto now = store.server_now_ns();
+        ASSERT_TRUE(now) << now.error().message();
+        if (*now > t) return;
+        std::this_thread::sleep_for(20ms);
+    }
+}
+
+TEST(ZooKeeper, TermsAreJudgedOnTheEnsemblesStampsAndTokensAreZxids) {
+    const std::string url = zk_fresh_root(zk_url());
+    coord::zookeeper::store store{url};
+    const auto before = store.server_now_ns();
+    ASSERT_TRUE(before) << before.error().message();
+    auto l = store.lease_acquire("primary", "A", 1h);
+    ASSERT_TRUE(l) << l.error().code.message();
+    const auto after = store.server_now_ns();
+    ASSERT_TRUE(after);
+    EXPECT_GE(l->expires_at.count(), *before + std::chrono::nanoseconds(1h).count());
+    EXPECT_LE(l->expires_at.count(), *after + std::chrono::nanoseconds(1h).count());
+    EXPECT_GT(l->token, 0u);
+    coord::zookeeper::store other{url};
+    auto b = other.lease_acquire("primary", "B", 1h);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), coord::errc::lease_held);
+    EXPECT_EQ(b.error().holder, "A");
+    EXPECT_EQ(b.error().token, l->token);
+    ASSERT_TRUE(store.lease_release("primary", "A", l->token));
+    auto c = other.lease_acquire("primary", "C", 1h);
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->token, l->token);  // a later transaction: a larger zxid
+}
+
+TEST(ZooKeeper, ARenewThatLandsAfterTheTermIsRefusedAndUndone) {
+    const std::string url = zk_fresh_root(zk_url());
+    coord::zookeeper::store store{url};
+    auto l = store.lease_acquire("n", "A", 300ms);
+    ASSERT_TRUE(l);
+    wait_for_server_time(store, l->expires_at.count());
+    auto r = store.lease_renew("n", "A", l->token, 300ms);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), coord::errc::lease_expired);
+    auto now = store.lease_read("n");
+    ASSERT_TRUE(now);
+    EXPECT_FALSE(now->has_value());
+    coord::zookeeper::store other{url};
+    auto b = other.lease_acquire("n", "B", 1h);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, l->token);
+}
+
+TEST(ZooKeeper, FencesStayExactAt2To62And2To63Minus1And2To64Minus1) {
+    coord::zookeeper::store store{zk_fresh_root(zk_url())};
+    constexpr std::uint64_t p62 = std::uint64_t{1} << 62;
+    constexpr std::uint64_t max63 = (std::uint64_t{1} << 63) - 1;
+    constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
+    ASSERT_TRUE(store.fence_write("k", p62 + 1, "a"));
+    EXPECT_EQ(store.fence_write("k", p62, "b").error().highest, p62 + 1);
+    ASSERT_TRUE(store.fence_write("k", max63, 5, "c"));
+    EXPECT_EQ(store.fence_write("k", max63, 5, "d").error(), coord::errc::stale_sequence);
+    ASSERT_TRUE(store.fence_write("k", max64, "e"));
+    coord::zookeeper::store other{store.url()};
+    auto v = other.fence_read("k");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, max64);
+    EXPECT_EQ(v->value, "e");
+    auto seg = store.segment_allocate("ids", max63 - 1);
+    ASSERT_TRUE(seg);
+    EXPECT_EQ(seg->end, max63);
+    EXPECT_TRUE(store.segment_allocate("ids", 1));
+    EXPECT_EQ(store.segment_allocate("ids", 1).error(), coord::errc::range_exhausted);
+}
+
+TEST(ZooKeeper, SessionBoundLeasesLastAsLongAsTheirSession) {
+    const std::string url = zk_fresh_root(zk_url());
+    auto holder = std::make_unique<coord::zookeeper::store>(url);
+    auto& leases = holder->session_bound();
+    auto l = leases.lease_acquire("leader", "A", 1h);  // not ZooKeeper's to give: the session's term
+    ASSERT_TRUE(l) << l.error().code.message();
+    EXPECT_EQ(l->ttl, std::chrono::nanoseconds(holder->session_timeout()));
+    EXPECT_NE(l->ttl, std::chrono::nanoseconds(1h));
+    // The same session asking again (as after a lost answer): the same grant, no second node.
+    auto again = leases.lease_acquire("leader", "A", 1h);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->token, l->token);
+    coord::zookeeper::store other{url};
+    auto b = other.session_bound().lease_acquire("leader", "B", 1h);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), coord::errc::lease_held);
+    EXPECT_EQ(b.error().holder, "A");
+    EXPECT_EQ(b.error().token, l->token);
+    EXPECT_EQ(other.session_bound().lease_renew("leader", "B", 0, 0ns).error(), coord::errc::not_lease_holder);
+    EXPECT_TRUE(leases.lease_renew("leader", "A", l->token, 0ns));
+    // The holder's process ends its session: the ensemble deletes the node.
+    holder.reset();
+    auto c = other.session_bound().lease_acquire("leader", "B", 1h);
+    ASSERT_TRUE(c) << c.error().code.message();
+    EXPECT_GT(c->token, l->token);
+    ASSERT_TRUE(other.session_bound().lease_release("leader", "B", c->token));
+    auto read = other.session_bound().lease_read("leader");
+    ASSERT_TRUE(read);
+    EXPECT_FALSE(read->has_value());
+}
+
+TEST(ZooKeeper, BadUrlsAreRefusedAndNoServerIsAClearError) {
+    for (const char* bad : {"zk://h:1", "zookeeper://", "zookeeper://h", "zookeeper://h:0", "zookeeper://h:1,",
+                            "zookeeper://h:1/", "zookeeper://h:1//x"})
+        EXPECT_THROW(coord::zookeeper::store{bad}, std::invalid_argument) << bad;
+    coord::zookeeper::options o;
+    o.connect_timeout = 500ms;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        coord::zookeeper::store store{"zookeeper://127.0.0.1:1", {}, o};
+        ADD_FAILURE() << "connected to a closed port";
+    } catch (const coord::store_error& e) {
+        EXPECT_EQ(e.code(), coord::zookeeper::errc::connection_failed) << e.what();
+        EXPECT_EQ(e.code(), coord::condition::unavailable);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms + 3s);  // a hang guard, not a speed claim
+}
+
+}  // namespace
