@@ -96,9 +96,11 @@ TEST(EtcdCluster, ALeaderKilledWhileFourProcessesHoldLeasesAndWriteLosesNoUpdate
     std::set<std::uint64_t> tokens;
     std::uint64_t accepted = 0;
     for (auto& c : children) {
-        std::uint64_t report[2];
+        std::uint64_t report[2], last = 0;
         while (c->read(report)) {
             EXPECT_TRUE(tokens.insert(report[0]).second) << "token " << report[0] << " granted twice";
+            EXPECT_GT(report[0], last) << "a later grant with a smaller token";
+            last = report[0];
             accepted += report[1];
         }
         EXPECT_EQ(c->wait(), 0);
