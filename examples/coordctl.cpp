@@ -65,6 +65,9 @@
 #if defined(COORD_HAS_ETCD)
 #include "coord/etcd/store.hpp"
 #endif
+#if defined(COORD_HAS_ZOOKEEPER)
+#include "coord/zookeeper/store.hpp"
+#endif
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
@@ -75,8 +78,8 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB] or etcd://HOST:PORT[,...] (no\n"
-    "   ledger or sessions on etcd); every command with a store\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd://HOST:PORT[,...] or\n"
+    "   zookeeper://HOST:PORT[,...][/ROOT] (no ledger or sessions on etcd and zookeeper); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s)\n"
     "  store init    --store S [--force]   (once before first use: a store that can lose its data, redis://,\n"
@@ -241,6 +244,9 @@ std::string store_schemes() {
 #if defined(COORD_HAS_ETCD)
     s += ", etcd://HOST:PORT[,HOST:PORT...]";
 #endif
+#if defined(COORD_HAS_ZOOKEEPER)
+    s += ", zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]";
+#endif
     return s;
 }
 
@@ -263,6 +269,19 @@ coord::redis::options redis_options_of(const std::string& spec, std::chrono::mil
     coord::redis::options ro;
     if (timeout.count() > 0) ro.operation_timeout = ro.connect_timeout = timeout;
     return ro;
+}
+#endif
+
+#if defined(COORD_HAS_ZOOKEEPER)
+int infra(const coord::zookeeper::store& s, const coord::error& ec) {
+    std::fprintf(stderr, "error: %s: %s%s\n", s.url().c_str(), ec.message().c_str(), assumption(ec));
+    return exit_for(ec);
+}
+coord::zookeeper::options zookeeper_options_of(const std::string& spec, std::chrono::milliseconds timeout) {
+    if (auto a = coord::zookeeper::parse_url(spec); !a) throw usage_error("--store " + printable(spec) + ": " + a.error());
+    coord::zookeeper::options zo;
+    if (timeout.count() > 0) zo.operation_timeout = zo.connect_timeout = timeout;
+    return zo;
 }
 #endif
 
@@ -318,6 +337,12 @@ int with_store(const options& o, F&& f) {
         coord::etcd::options eo;
         if (timed) eo.operation_timeout = eo.connect_timeout = timeout;
         coord::etcd::store store(spec, {}, eo);
+        return f(store);
+    }
+#endif
+#if defined(COORD_HAS_ZOOKEEPER)
+    if (spec.rfind("zookeeper://", 0) == 0) {
+        coord::zookeeper::store store(spec, {}, zookeeper_options_of(spec, timeout));
         return f(store);
     }
 #endif
@@ -484,8 +509,15 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
             return snowflake_next(store, node, count);
         }
 #endif
+#if defined(COORD_HAS_ZOOKEEPER)
+        if (spec.rfind("zookeeper://", 0) == 0) {
+            coord::zookeeper::store store{spec, {}, zookeeper_options_of(spec, o.has("timeout") ? o.duration("timeout")
+                                                                                               : std::chrono::milliseconds{0})};
+            return snowflake_next(store, node, count);
+        }
+#endif
         if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-            throw usage_error("--state must be file:PATH, sqlite:PATH, redis://HOST:PORT[/DB] or etcd://HOST:PORT, got '" +
+            throw usage_error("--state must be file:PATH, sqlite:PATH, redis://, etcd:// or zookeeper://, got '" +
                               printable(spec) + "'");
         coord::file_store_options fo;
         if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
@@ -652,7 +684,7 @@ int ledger_claim(const std::vector<std::string_view>& args) {
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::ledger_store<Store>) {
-            throw usage_error("this store keeps no job ledger (etcd: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
         } else {
         coord::basic_job_ledger<Store> ledger{store, opt};
         auto c = ledger.claim(slot, worker);
@@ -684,7 +716,7 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::ledger_store<Store>) {
-            throw usage_error("this store keeps no job ledger (etcd: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
         } else {
         coord::basic_job_ledger<Store> ledger{store, opt};
         const auto worker = "coordctl-" + std::to_string(::getpid());

@@ -62,7 +62,8 @@ classpath() {
 }
 
 server_start() {
-  local i=$1 d="$dir/s$i"
+  local i=$1
+  local d="$dir/s$i"
   setsid java -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dzookeeper.log.dir="$d" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
     -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \
