@@ -213,6 +213,53 @@ TEST(ZooKeeperEnsemble, FourProcessesDrawSegmentIdsWithAServerKilledMidWayAndNon
     EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
 }
 
+// Connection loss is not session expiry, and never a success: with every
+// server of the ensemble paused (SIGSTOP), each call that needs ownership ends
+// at its deadline as unknown (a write) or unavailable (a read); once the
+// servers resume, the same store object goes on with the same session and
+// the record is one the rule allows.
+TEST(ZooKeeperEnsemble, WhileDisconnectedNothingNeedingOwnershipSucceeds) {
+    const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    coord::zookeeper::options o;
+    o.operation_timeout = 1s;
+    o.connect_timeout = 1s;
+    o.session_timeout = 20s;  // longer than the pause: the session survives it
+    coord::zookeeper::store store{url, {}, o};
+    auto l = store.lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l) << l.error().code.message();
+    ASSERT_TRUE(store.fence_write("k", l->token, "before"));
+    auto held = store.session_bound().lease_acquire("s", "A", 0s);
+    ASSERT_TRUE(held);
+    const auto session = store.session_timeout();
+    for (int i = 0; i < 3; ++i) server("pause", i);
+    auto w = store.fence_write("k", l->token, "during");
+    auto r = store.lease_renew("n", "A", l->token, 0ns);
+    auto b = store.lease_acquire("other", "B", 1h);
+    auto s = store.session_bound().lease_renew("s", "A", held->token, 0ns);
+    auto read = store.fence_read("k");
+    for (int i = 0; i < 3; ++i) server("resume", i);
+    ASSERT_FALSE(w);
+    EXPECT_TRUE(w.error().code == coord::condition::outcome_unknown || w.error().code == coord::condition::unavailable)
+        << w.error().code.message();
+    ASSERT_FALSE(r);
+    ASSERT_FALSE(b);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, coord::condition::unavailable) << s.error().code.message();
+    ASSERT_FALSE(read);
+    EXPECT_EQ(read.error(), coord::condition::unavailable);
+    // Resumed: the same session (its term not over), the fence where the rule allows.
+    coord::result<coord::fenced_value> v;
+    for (int i = 0; i < 100; ++i) {
+        v = store.fence_read("k");
+        if (v) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_TRUE(v->value == "before" || v->value == "during") << v->value;
+    EXPECT_EQ(store.session_timeout(), session);
+    EXPECT_TRUE(store.session_bound().lease_renew("s", "A", held->token, 0ns));
+}
+
 // Tokens after every server was restarted (one at a time) and the leader was
 // killed (an election): larger than every token before.
 TEST(ZooKeeperEnsemble, TokensNeverGoBackAcrossServerRestartsAndAnElection) {
