@@ -19,15 +19,17 @@
 #include <string>
 
 #include "coord/etcd/store.hpp"
+#include "engine_bench.hpp"
 #include "coord/segment.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {
 
 std::string url() {
-    const char* u = std::getenv("COORD_ETCD_URL");
-    return u ? u : "";
+    static const std::string u = coord::bench::required_env("COORD_ETCD_URL", "etcd://HOST:PORT; tests/etcd.sh starts a member");
+    return u;
 }
+using coord::bench::fail;
 
 coord::etcd::options opts() {
     coord::etcd::options o;
@@ -45,12 +47,6 @@ coord::etcd::pool& floor_pool() {
     return p;
 }
 
-std::atomic<coord::fence_token> next_token{0};
-
-void fail(const char* what, const coord::error& e) {
-    std::fprintf(stderr, "etcd_bench: %s: %s\n", what, e.message().c_str());
-    std::exit(1);
-}
 
 void BM_Floor_EtcdTxn(benchmark::State& state) {
     auto& p = floor_pool();
@@ -66,62 +62,24 @@ void BM_Floor_EtcdTxn(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_EtcdTxn)->UseRealTime();
 
-void BM_Etcd_FenceWrite(benchmark::State& state) {
-    auto& s = single();
-    for (auto _ : state) {
-        auto r = s.fence_write("bench-fence", ++next_token, "value");
-        if (!r) fail("fence_write", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations());
-}
+void BM_Etcd_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, single(), "bench-fence"); }
 BENCHMARK(BM_Etcd_FenceWrite)->UseRealTime();
 
-void BM_Etcd_LeaseAcquireRelease(benchmark::State& state) {
-    auto& s = single();
-    for (auto _ : state) {
-        auto l = s.lease_acquire("bench-lease", "A", std::chrono::seconds{30});
-        if (!l) fail("lease_acquire", l.error().code);
-        auto r = s.lease_release("bench-lease", "A", l->token);
-        if (!r) fail("lease_release", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations() * 2);  // per operation
-}
+void BM_Etcd_LeaseAcquireRelease(benchmark::State& state) { coord::bench::lease_acquire_release_loop(state, single()); }
 BENCHMARK(BM_Etcd_LeaseAcquireRelease)->UseRealTime();
 
-coord::segment_options big_steps() {
-    coord::segment_options o;
-    o.initial_step = o.min_step = 1'000'000;
-    o.max_step = 100'000'000;
-    return o;
-}
-template <class Store>
-void segment_next(benchmark::State& state, Store& s) {
-    static coord::basic_segment_generator<Store> gen{s, big_steps()};
-    auto h = gen.tag("bench-next");
-    std::uint64_t refused = 0;
-    for (auto _ : state) {
-        auto id = h.next();
-        if (!id) ++refused;
-        benchmark::DoNotOptimize(id);
-    }
-    state.SetItemsProcessed(state.iterations());
-    state.counters["refused"] = static_cast<double>(refused);
-}
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;
-    segment_next(state, s);
+    coord::bench::segment_next(state, s);
 }
 BENCHMARK(BM_Segment_Next_Memory)->UseRealTime();
-void BM_Segment_Next_Etcd(benchmark::State& state) { segment_next(state, single()); }
+void BM_Segment_Next_Etcd(benchmark::State& state) { coord::bench::segment_next(state, single()); }
 BENCHMARK(BM_Segment_Next_Etcd)->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (url().empty()) {
-        std::fprintf(stderr, "etcd_bench: set COORD_ETCD_URL=etcd://HOST:PORT (tests/etcd.sh starts a member)\n");
-        return 1;
-    }
+    (void)url();  // fails without COORD_ETCD_URL
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -24,6 +24,7 @@
 #include "coord/postgres/store.hpp"
 #include "coord/segment.hpp"
 #include "coord/storage/memory.hpp"
+#include "engine_bench.hpp"
 
 namespace {
 
@@ -199,34 +200,14 @@ void BM_Pg_LedgerRunOnce(benchmark::State& state) {
 }
 BENCHMARK(BM_Pg_LedgerRunOnce)->UseRealTime();
 
-coord::segment_options big_steps() {
-    coord::segment_options o;
-    o.initial_step = o.min_step = 1'000'000;
-    o.max_step = 100'000'000;
-    return o;
-}
-
-template <class Store>
-void segment_next(benchmark::State& state, Store& s) {
-    static coord::basic_segment_generator<Store> gen{s, big_steps()};
-    auto h = gen.tag("bench-next");
-    std::uint64_t refused = 0;
-    for (auto _ : state) {
-        auto id = h.next();
-        if (!id) ++refused;
-        benchmark::DoNotOptimize(id);
-    }
-    state.SetItemsProcessed(state.iterations());
-    state.counters["refused"] = static_cast<double>(refused);
-}
 
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;
-    segment_next(state, s);
+    coord::bench::segment_next(state, s);
 }
 BENCHMARK(BM_Segment_Next_Memory)->Threads(1)->Threads(2)->UseRealTime();
 
-void BM_Segment_Next_Postgres(benchmark::State& state) { segment_next(state, store()); }
+void BM_Segment_Next_Postgres(benchmark::State& state) { coord::bench::segment_next(state, store()); }
 BENCHMARK(BM_Segment_Next_Postgres)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace

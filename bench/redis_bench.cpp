@@ -22,15 +22,17 @@
 #include <string>
 
 #include "coord/redis/store.hpp"
+#include "engine_bench.hpp"
 #include "coord/segment.hpp"
 #include "coord/storage/memory.hpp"
 
 namespace {
 
 std::string url() {
-    const char* u = std::getenv("COORD_REDIS_URL");
-    return u ? u : "";
+    static const std::string u = coord::bench::required_env("COORD_REDIS_URL", "redis://HOST:PORT; tests/redis.sh starts a server");
+    return u;
 }
+using coord::bench::fail;
 
 // A prefix of this run's own: keys of earlier runs do not matter.
 coord::redis::options opts(std::size_t pool, const char* prefix) {
@@ -56,13 +58,6 @@ coord::redis::store& shared() {
     return s;
 }
 
-// Tokens only grow, across repetitions and threads.
-std::atomic<coord::fence_token> next_token{0};
-
-void fail(const char* what, const coord::error& e) {
-    std::fprintf(stderr, "redis_bench: %s: %s\n", what, e.message().c_str());
-    std::exit(1);
-}
 
 void BM_Floor_RedisScript(benchmark::State& state) {
     auto& s = single();
@@ -76,26 +71,10 @@ void BM_Floor_RedisScript(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_RedisScript)->UseRealTime();
 
-void BM_Redis_FenceWrite(benchmark::State& state) {
-    auto& s = single();
-    for (auto _ : state) {
-        auto r = s.fence_write("bench-fence", ++next_token, "value");
-        if (!r) fail("fence_write", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations());
-}
+void BM_Redis_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, single(), "bench-fence"); }
 BENCHMARK(BM_Redis_FenceWrite)->UseRealTime();
 
-void BM_Redis_LeaseAcquireRelease(benchmark::State& state) {
-    auto& s = single();
-    for (auto _ : state) {
-        auto l = s.lease_acquire("bench-lease", "A", std::chrono::seconds{30});
-        if (!l) fail("lease_acquire", l.error().code);
-        auto r = s.lease_release("bench-lease", "A", l->token);
-        if (!r) fail("lease_release", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations() * 2);  // per operation
-}
+void BM_Redis_LeaseAcquireRelease(benchmark::State& state) { coord::bench::lease_acquire_release_loop(state, single()); }
 BENCHMARK(BM_Redis_LeaseAcquireRelease)->UseRealTime();
 
 void BM_Redis_SegmentAllocate(benchmark::State& state) {
@@ -109,52 +88,23 @@ void BM_Redis_SegmentAllocate(benchmark::State& state) {
 }
 BENCHMARK(BM_Redis_SegmentAllocate)->UseRealTime();
 
-coord::segment_options big_steps() {
-    coord::segment_options o;
-    o.initial_step = o.min_step = 1'000'000;
-    o.max_step = 100'000'000;
-    return o;
-}
-
-template <class Store>
-void segment_next(benchmark::State& state, Store& s) {
-    static coord::basic_segment_generator<Store> gen{s, big_steps()};
-    auto h = gen.tag("bench-next");
-    std::uint64_t refused = 0;
-    for (auto _ : state) {
-        auto id = h.next();
-        if (!id) ++refused;
-        benchmark::DoNotOptimize(id);
-    }
-    state.SetItemsProcessed(state.iterations());
-    state.counters["refused"] = static_cast<double>(refused);
-}
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;
-    segment_next(state, s);
+    coord::bench::segment_next(state, s);
 }
 BENCHMARK(BM_Segment_Next_Memory)->UseRealTime();
-void BM_Segment_Next_Redis(benchmark::State& state) { segment_next(state, single()); }
+void BM_Segment_Next_Redis(benchmark::State& state) { coord::bench::segment_next(state, single()); }
 BENCHMARK(BM_Segment_Next_Redis)->UseRealTime();
 
 void BM_Redis_FenceWriteShared(benchmark::State& state) {
-    auto& s = shared();
-    const std::string key = "bench-shared-" + std::to_string(state.thread_index());
-    for (auto _ : state) {
-        auto r = s.fence_write(key, ++next_token, "value");
-        if (!r) fail("fence_write", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations());
+    coord::bench::fence_write_loop(state, shared(), "bench-shared-" + std::to_string(state.thread_index()));
 }
 BENCHMARK(BM_Redis_FenceWriteShared)->Threads(1)->Threads(8)->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (url().empty()) {
-        std::fprintf(stderr, "redis_bench: set COORD_REDIS_URL=redis://HOST:PORT (tests/redis.sh starts a server)\n");
-        return 1;
-    }
+    (void)url();  // fails without COORD_REDIS_URL
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -17,22 +17,18 @@
 #include <string>
 
 #include "coord/zookeeper/store.hpp"
+#include "engine_bench.hpp"
 
 namespace {
 
 std::string url() {
-    const char* u = std::getenv("COORD_ZK_URL");
-    return u ? u : "";
+    static const std::string u = coord::bench::required_env("COORD_ZK_URL", "zookeeper://HOST:PORT; tests/zookeeper.sh starts a server");
+    return u;
 }
+using coord::bench::fail;
 coord::zookeeper::store& store() {
     static coord::zookeeper::store s{url() + "/bench-" + std::to_string(::getpid())};
     return s;
-}
-std::atomic<coord::fence_token> next_token{0};
-
-void fail(const char* what, const coord::error& e) {
-    std::fprintf(stderr, "zookeeper_bench: %s: %s\n", what, e.message().c_str());
-    std::exit(1);
 }
 
 void BM_Floor_ZkSetData(benchmark::State& state) {
@@ -46,35 +42,16 @@ void BM_Floor_ZkSetData(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_ZkSetData)->UseRealTime();
 
-void BM_Zk_FenceWrite(benchmark::State& state) {
-    auto& s = store();
-    for (auto _ : state) {
-        auto r = s.fence_write("bench-fence", ++next_token, "value");
-        if (!r) fail("fence_write", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations());
-}
+void BM_Zk_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, store(), "bench-fence"); }
 BENCHMARK(BM_Zk_FenceWrite)->UseRealTime();
 
-void BM_Zk_LeaseAcquireRelease(benchmark::State& state) {
-    auto& s = store();
-    for (auto _ : state) {
-        auto l = s.lease_acquire("bench-lease", "A", std::chrono::seconds{30});
-        if (!l) fail("lease_acquire", l.error().code);
-        auto r = s.lease_release("bench-lease", "A", l->token);
-        if (!r) fail("lease_release", r.error().code);
-    }
-    state.SetItemsProcessed(state.iterations() * 2);  // per operation
-}
+void BM_Zk_LeaseAcquireRelease(benchmark::State& state) { coord::bench::lease_acquire_release_loop(state, store()); }
 BENCHMARK(BM_Zk_LeaseAcquireRelease)->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (url().empty()) {
-        std::fprintf(stderr, "zookeeper_bench: set COORD_ZK_URL=zookeeper://HOST:PORT (tests/zookeeper.sh starts a server)\n");
-        return 1;
-    }
+    (void)url();  // fails without COORD_ZK_URL
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -22,27 +22,14 @@
 #include "coord/segment.hpp"
 #include "etcd/etcd_support.hpp"
 #include "support/child_process.hpp"
+#include "support/engine_experiments.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string script(const std::string& what) {
-    return std::string(COORD_ETCD_SCRIPT) + " " + what + " '" + COORD_ETCD_CLUSTER_DIR + "'";
-}
-int leader() {
-    FILE* p = ::popen(script("leader").c_str(), "r");
-    int i = -1;
-    if (p) {
-        if (std::fscanf(p, "%d", &i) != 1) i = -1;
-        ::pclose(p);
-    }
-    return i;
-}
-void member(const char* what, int i) {
-    const std::string cmd = script(what) + " " + std::to_string(i);
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
+const coord::test::cluster_script cluster{COORD_ETCD_SCRIPT, COORD_ETCD_CLUSTER_DIR};
+void member(const char* what, int i) { cluster.member(what, i); }
 
 std::unique_ptr<coord::etcd::store> open_store(const std::string& prefix) {
     return std::make_unique<coord::etcd::store>(coord::test::etcd_cluster_url(), coord::etcd::server_clock{},
@@ -51,67 +38,11 @@ std::unique_ptr<coord::etcd::store> open_store(const std::string& prefix) {
 
 // Four processes take one lease in turn and, holding it, add one to a counter
 // under their token (a fenced update); the leader is killed in the middle and
-// restarted. A holder whose term ended while its call waited out the election
-// is refused once the next holder has written, so no two holders' updates
-// interleave and none is lost: the counter ends at exactly the number of
-// accepted updates, and every grant's token is new and larger.
+// restarted (coord::test::fenced_counter_loses_no_update says what is checked).
 TEST(EtcdCluster, ALeaderKilledWhileFourProcessesHoldLeasesAndWriteLosesNoUpdate) {
     const std::string prefix = coord::test::etcd_fresh_prefix();
-    constexpr int processes = 4;
-    // Each process works for 4 s of its own: across the kill and the restart.
-    std::vector<std::unique_ptr<coord::test::child_process>> children;
-    for (int p = 0; p < processes; ++p)
-        children.push_back(std::make_unique<coord::test::child_process>([&, p](int out) {
-            auto store = open_store(prefix);
-            std::string me = "p";
-            me += std::to_string(p);
-            const auto end = std::chrono::steady_clock::now() + 4s;
-            for (int i = 0; std::chrono::steady_clock::now() < end;) {
-                auto l = store->lease_acquire("counter", me, 2s);
-                if (!l) {
-                    std::this_thread::sleep_for(20ms);
-                    continue;
-                }
-                // The increment under the token, as one fenced update: a
-                // holder whose term ended meanwhile (a call stuck in the
-                // election) is refused once the next holder has written.
-                auto w = store->fence_update("counter", l->token, [](std::string& v) {
-                    v = std::to_string((v.empty() ? 0 : std::stoull(v)) + 1);
-                });
-                if (w || w.error().code == coord::condition::refused) {
-                    const std::uint64_t report[2] = {l->token, w ? 1u : 0u};
-                    if (::write(out, report, sizeof report) != sizeof report) return 3;
-                }
-                (void)store->lease_release("counter", me, l->token);
-                ++i;
-            }
-            return 0;
-        }));
-    std::this_thread::sleep_for(1s);  // the experiment under way
-    const int killed = leader();
-    ASSERT_GE(killed, 0);
-    member("kill", killed);
-    std::this_thread::sleep_for(1500ms);  // a new election meanwhile
-    member("restart", killed);
-    std::set<std::uint64_t> tokens;
-    std::uint64_t accepted = 0;
-    for (auto& c : children) {
-        std::uint64_t report[2], last = 0;
-        while (c->read(report)) {
-            EXPECT_TRUE(tokens.insert(report[0]).second) << "token " << report[0] << " granted twice";
-            EXPECT_GT(report[0], last) << "a later grant with a smaller token";
-            last = report[0];
-            accepted += report[1];
-        }
-        EXPECT_EQ(c->wait(), 0);
-    }
-    auto store = open_store(prefix);
-    coord::basic_keyed_fenced_resource res{*store};
-    auto v = res.read("counter");
-    ASSERT_TRUE(v) << v.error().message();
-    EXPECT_EQ(std::stoull(v->value), accepted) << "an increment was lost: two holders' writes interleaved";
-    EXPECT_EQ(v->fence, *tokens.rbegin());
-    EXPECT_GT(accepted, 20u);
+    coord::test::fenced_counter_loses_no_update([&] { return open_store(prefix); },
+                                                [] { cluster.kill_leader_for(1s, 1500ms); }, 4s);
 }
 
 // A member paused with SIGSTOP, the first one the client tries: it accepts
@@ -198,45 +129,8 @@ TEST(EtcdCluster, APausedHolderIsFencedOutAfterEtcdEndsItsTerm) {
 
 TEST(EtcdCluster, FourProcessesDrawSegmentIdsWithTheLeaderKilledMidWayAndNoneTwice) {
     const std::string prefix = coord::test::etcd_fresh_prefix();
-    constexpr int processes = 4, per_process = 3000;
-    std::vector<std::unique_ptr<coord::test::child_process>> children;
-    for (int p = 0; p < processes; ++p)
-        children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
-            auto store = open_store(prefix);
-            coord::segment_options opt;
-            opt.min_step = opt.initial_step = 20;
-            opt.max_step = 40;
-            coord::basic_segment_generator<coord::etcd::store> gen{*store, opt};
-            auto h = gen.tag("orders");
-            for (int i = 0; i < per_process;) {
-                auto id = h.next();
-                if (!id) {
-                    if (id.error() == coord::errc::allocator_unavailable) {
-                        gen.quiesce();
-                        continue;
-                    }
-                    return 2;
-                }
-                const std::uint64_t v = *id;
-                if (::write(out, &v, sizeof v) != sizeof v) return 3;
-                ++i;
-                if (i % 200 == 0) std::this_thread::sleep_for(10ms);  // spread the draws over the kill
-            }
-            return 0;
-        }));
-    std::this_thread::sleep_for(300ms);
-    const int killed = leader();
-    ASSERT_GE(killed, 0);
-    member("kill", killed);
-    std::this_thread::sleep_for(1500ms);
-    member("restart", killed);
-    std::set<std::uint64_t> seen;
-    for (auto& c : children) {
-        std::uint64_t v;
-        while (c->read(v)) EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v;
-        EXPECT_EQ(c->wait(), 0);
-    }
-    EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
+    coord::test::segment_drawers_never_duplicate([&] { return open_store(prefix); },
+                                                 [] { cluster.kill_leader_for(300ms, 1500ms); });
 }
 
 }  // namespace

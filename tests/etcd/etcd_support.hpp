@@ -30,17 +30,7 @@ inline std::string etcd_url() { return env_or_throw("COORD_ETCD_URL", "Etcd.star
 inline std::string etcd_cluster_url() { return env_or_throw("COORD_ETCD_CLUSTER_URL", "EtcdCluster.start"); }
 
 /// A key prefix no other test uses.
-inline std::string etcd_fresh_prefix() {
-    static std::atomic<int> counter{0};
-    static const unsigned salt = std::random_device{}();
-    std::string p = "t";  // built with += (g++ 12 warns falsely on "t" + std::to_string(...))
-    p += std::to_string(::getpid());
-    p += '-';
-    p += std::to_string(salt);
-    p += '-';
-    p += std::to_string(counter++);
-    return p;
-}
+inline std::string etcd_fresh_prefix() { return unique_name(); }
 inline etcd::options etcd_options(std::string prefix) {
     etcd::options o;
     o.prefix = std::move(prefix);

@@ -13,19 +13,9 @@ redis_dir="${4:-}"
 redis_port="${5:-}"
 store="$url/1"        # database 1: the library's tests use 0
 run="r$$"
-failures=0
 err=/tmp/coordctl_redis_stderr.$$
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-expect() {
-  local want_rc="$1" want_out="$2"; shift 3
-  local out rc
-  out=$("$ctl" "$@" 2>$err); rc=$?
-  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
-    fail "coordctl $*"
-    echo "  want rc=$want_rc out='$want_out'"
-    echo "  got  rc=$rc out='$out' stderr='$(cat $err)'"
-  fi
-}
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 redis-cli -p "$redis_port" -n 1 flushdb >/dev/null
 
 # Before `store init`, what needs the store's data is refused (exit 1, a
@@ -43,32 +33,13 @@ expect 2 "" -- store init --store "$store" --force yes
 expect 0 "initialized: this store needs no initialization" -- store init --store "file:/tmp/coordctl_redis_file.$$"
 rm -f /tmp/coordctl_redis_file.$$ /tmp/coordctl_redis_file.$$.lock
 
-expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
-expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
-expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A
-expect 0 "fence=42 value=B" -- fence read --store "$store" --key "$run"
-expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 9223372036854775807 --value top
-expect 3 "rejected: stale fence (highest 9223372036854775807)" -- fence write --store "$store" --key "$run" --token 9223372036854775806 --value A
-a1=$("$ctl" lease acquire --store "$store" --name "$run" --owner A --ttl 60000); rc=$?
-[ "$rc" = 0 ] && [[ "$a1" =~ ^token=[0-9]+$ ]] || fail "lease acquire: rc=$rc '$a1'"
-expect 3 "held by A" -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
-expect 3 "not the holder" -- lease release --store "$store" --name "$run" --owner B
-expect 0 "renewed $a1" -- lease renew --store "$store" --name "$run" --owner A
-expect 0 "released" -- lease release --store "$store" --name "$run" --owner A
-b1=$("$ctl" lease acquire --store "$store" --name "$run" --owner B --ttl 60000)
-[ "${b1#token=}" -gt "${a1#token=}" ] 2>/dev/null || fail "the next token $b1 is not above $a1"
-a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
-b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
-all=$(printf '%s\n%s\n' "$a" "$b")
-[ "$(echo "$all" | wc -l)" = 6 ] && [ "$(echo "$all" | sort -n | uniq | wc -l)" = 6 ] || fail "segment IDs across invocations: $all"
+engine_store_checks "$store" "$run" 9
 slot="billing$$@$(date -u +%Y-%m-%dT%H:%M)Z"
 effects=$(mktemp)
 expect 0 "applied" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
 expect 0 "replayed" -- ledger run --store "$store" --slot "$slot" --effect-file "$effects"
 [ "$(wc -l < "$effects")" = 1 ] || fail "ledger effect ran $(wc -l < "$effects") times"
 rm -f "$effects"
-ids=$("$ctl" snowflake next --node 9 -n 3 --state "$store"); rc=$?
-[ "$rc" = 0 ] && [ "$(echo "$ids" | sort -n | uniq | wc -l)" = 3 ] || fail "snowflake on redis: rc=$rc '$ids'"
 
 # Bad addresses: malformed is usage (2); nobody listening is infrastructure (1).
 expect 2 "" -- fence read --store "redis://127.0.0.1:0" --key k
@@ -105,12 +76,12 @@ expect 3 "held by B" -- lease acquire --store "$store" --name "w$run" --owner C 
 if [ -n "$redis_script" ]; then
   bash "$redis_script" pause "$redis_dir"
   start=$(date +%s%N)
-  out=$(timeout 30 "$ctl" fence write --store "$store" --key "$run" --token 9223372036854775807 --value P --timeout 1s 2>$err); rc=$?
+  out=$(timeout 30 "$ctl" fence write --store "$store" --key "$run" --token 18446744073709551615 --value P --timeout 1s 2>$err); rc=$?
   took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
   bash "$redis_script" resume "$redis_dir"
   [ "$rc" = 1 ] && [ -z "$out" ] && [ "$took_ms" -lt 10000 ] && grep -Eq "not applied|outcome is unknown" $err \
     || fail "a paused server with --timeout 1s: rc=$rc ${took_ms}ms out='$out' $(cat $err)"
-  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 9223372036854775807 --value Q --timeout 5s
+  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 18446744073709551615 --value Q --timeout 5s
 fi
 rm -f $err
 if [ "$failures" != 0 ]; then echo "$failures coordctl redis check(s) failed"; exit 1; fi

@@ -25,6 +25,7 @@
 #include "coord/snowflake.hpp"
 #include "postgres/pg_support.hpp"
 #include "support/child_process.hpp"
+#include "support/engine_experiments.hpp"
 #include "support/lease_wait_process.hpp"
 
 namespace {
@@ -112,51 +113,7 @@ TEST(PostgresProcess, PausedHolderIsFencedOutByTheDatabase) {
 
 TEST(PostgresProcess, KilledAndRestartedDrawersNeverDuplicateASegmentId) {
     const std::string conninfo = coord::test::pg_fresh_schema();
-    std::set<std::uint64_t> seen;
-    std::size_t total = 0;
-    std::mt19937 rng(7);
-    constexpr int rounds = 8, processes = 4, per_process = 3000;
-    for (int round = 0; round < rounds; ++round) {
-        std::vector<std::unique_ptr<coord::test::child_process>> children;
-        for (int p = 0; p < processes; ++p)
-            children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
-                coord::postgres::store store{conninfo};
-                coord::segment_options opt;
-                opt.min_step = 50;
-                opt.initial_step = 50;
-                opt.max_step = 200;
-                coord::basic_segment_generator<coord::postgres::store> gen{store, opt};
-                auto h = gen.tag("orders");
-                for (int i = 0; i < per_process;) {
-                    auto id = h.next();
-                    if (!id) {
-                        if (id.error() == coord::errc::allocator_unavailable) {
-                            gen.quiesce();
-                            continue;
-                        }
-                        return 2;
-                    }
-                    const std::uint64_t v = *id;
-                    if (::write(out, &v, sizeof v) != sizeof v) return 3;
-                    ++i;
-                }
-                return 0;
-            }));
-        // Kill one drawer part-way, at a random point.
-        const int victim = static_cast<int>(rng() % processes);
-        const int kill_after = static_cast<int>(rng() % per_process);
-        for (int p = 0; p < processes; ++p) {
-            std::uint64_t v;
-            int got = 0;
-            while (children[static_cast<std::size_t>(p)]->read(v)) {
-                EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v << " in round " << round;
-                ++total;
-                if (p == victim && ++got == kill_after) children[static_cast<std::size_t>(p)]->kill(SIGKILL);
-            }
-            children[static_cast<std::size_t>(p)]->wait();
-        }
-    }
-    EXPECT_GT(total, static_cast<std::size_t>(rounds * (processes - 1) * per_process));
+    coord::test::killed_drawers_never_duplicate([&] { return std::make_unique<coord::postgres::store>(conninfo); });
 }
 
 }  // namespace

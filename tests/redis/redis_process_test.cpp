@@ -27,6 +27,7 @@
 #include "coord/segment.hpp"
 #include "redis/redis_support.hpp"
 #include "support/child_process.hpp"
+#include "support/engine_experiments.hpp"
 #include "support/lease_wait_process.hpp"
 
 namespace {
@@ -126,55 +127,7 @@ TEST(RedisProcess, PausedHolderIsFencedOutByTheResourceOnRedis) {
 
 TEST(RedisProcess, KilledAndRestartedDrawersNeverDuplicateASegmentId) {
     const std::string prefix = initialized_prefix();
-    std::set<std::uint64_t> seen;
-    std::size_t total = 0;
-    std::mt19937 rng(7);
-    constexpr int rounds = 8, processes = 4, per_process = 3000;
-    int kills = 0;
-    for (int round = 0; round < rounds; ++round) {
-        std::vector<std::unique_ptr<coord::test::child_process>> children;
-        for (int p = 0; p < processes; ++p)
-            children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
-                auto store = open_store(prefix);
-                coord::segment_options opt;
-                opt.min_step = 50;
-                opt.initial_step = 50;
-                opt.max_step = 200;
-                coord::basic_segment_generator<coord::redis::store> gen{*store, opt};
-                auto h = gen.tag("orders");
-                for (int i = 0; i < per_process;) {
-                    auto id = h.next();
-                    if (!id) {
-                        if (id.error() == coord::errc::allocator_unavailable) {
-                            gen.quiesce();
-                            continue;
-                        }
-                        return 2;
-                    }
-                    const std::uint64_t v = *id;
-                    if (::write(out, &v, sizeof v) != sizeof v) return 3;
-                    ++i;
-                }
-                return 0;
-            }));
-        const int victim = static_cast<int>(rng() % processes);
-        const int kill_after = static_cast<int>(rng() % per_process);
-        for (int p = 0; p < processes; ++p) {
-            std::uint64_t v;
-            int got = 0;
-            while (children[static_cast<std::size_t>(p)]->read(v)) {
-                EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v << " in round " << round;
-                ++total;
-                if (p == victim && ++got == kill_after) {
-                    children[static_cast<std::size_t>(p)]->kill(SIGKILL);
-                    ++kills;
-                }
-            }
-            children[static_cast<std::size_t>(p)]->wait();
-        }
-    }
-    EXPECT_EQ(kills, rounds);
-    EXPECT_GT(total, static_cast<std::size_t>(rounds * (processes - 1) * per_process));
+    coord::test::killed_drawers_never_duplicate([&] { return open_store(prefix); });
 }
 
 // Twenty processes race for one slot, all released at once: the effect (a

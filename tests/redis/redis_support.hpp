@@ -30,17 +30,7 @@ inline std::string redis_url() {
 }
 
 /// A key prefix no other test uses.
-inline std::string redis_fresh_prefix() {
-    static std::atomic<int> counter{0};
-    static const unsigned salt = std::random_device{}();
-    std::string p = "t";  // built with += (g++ 12 warns falsely on "t" + std::to_string(...))
-    p += std::to_string(::getpid());
-    p += '-';
-    p += std::to_string(salt);
-    p += '-';
-    p += std::to_string(counter++);
-    return p;
-}
+inline std::string redis_fresh_prefix() { return unique_name(); }
 
 inline redis::options redis_options(std::string prefix) {
     redis::options o;

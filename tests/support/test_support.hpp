@@ -42,6 +42,20 @@ private:
     std::filesystem::path path_;
 };
 
+/// A name no other test of any process uses: "t<pid>-<random>-<counter>"
+/// (for key prefixes and root nodes on the shared test servers).
+inline std::string unique_name() {
+    static std::atomic<int> counter{0};
+    static const unsigned salt = std::random_device{}();
+    std::string p = "t";  // built with += (g++ 12 warns falsely on "t" + std::to_string(...))
+    p += std::to_string(::getpid());
+    p += '-';
+    p += std::to_string(salt);
+    p += '-';
+    p += std::to_string(counter++);
+    return p;
+}
+
 /// A fixed instant for tests: 2026-10-13T09:00:00Z.
 inline manual_clock::duration test_epoch() {
     using namespace std::chrono;

@@ -23,28 +23,17 @@
 #include "coord/lease.hpp"
 #include "coord/segment.hpp"
 #include "support/child_process.hpp"
+#include "support/engine_experiments.hpp"
 #include "zookeeper/zk_support.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string script(const std::string& what) {
-    return std::string(COORD_ZK_SCRIPT) + " " + what + " '" + COORD_ZK_ENSEMBLE_DIR + "'";
-}
-int leader() {
-    FILE* p = ::popen(script("leader").c_str(), "r");
-    int i = -1;
-    if (p) {
-        if (std::fscanf(p, "%d", &i) != 1) i = -1;
-        ::pclose(p);
-    }
-    return i;
-}
-void server(const char* what, int i) {
-    const std::string cmd = script(what) + " " + std::to_string(i);
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
+const coord::test::cluster_script ensemble{COORD_ZK_SCRIPT, COORD_ZK_ENSEMBLE_DIR};
+int leader() { return ensemble.leader(); }
+void server(const char* what, int i) { ensemble.member(what, i); }
+
 coord::zookeeper::options quick_sessions() {
     coord::zookeeper::options o;
     o.session_timeout = 4s;  // the ensemble's minimum (2 ticks of 2 s)
@@ -52,61 +41,14 @@ coord::zookeeper::options quick_sessions() {
 }
 
 // As on etcd: four processes take one lease in turn and add one to a counter
-// under their token (a fenced update); the leader is killed and restarted in
-// the middle. The counter ends at exactly the number of accepted updates, and
-// every grant's token is new and larger than the process's last.
+// under their token; the leader is killed and restarted in the middle
+// (coord::test::fenced_counter_loses_no_update says what is checked).
 TEST(ZooKeeperEnsemble, ALeaderKilledWhileFourProcessesHoldLeasesAndWriteLosesNoUpdate) {
     const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
     { coord::zookeeper::store setup{url}; }
-    constexpr int processes = 4;
-    std::vector<std::unique_ptr<coord::test::child_process>> children;
-    for (int p = 0; p < processes; ++p)
-        children.push_back(std::make_unique<coord::test::child_process>([&, p](int out) {
-            coord::zookeeper::store store{url, {}, quick_sessions()};
-            std::string me = "p";
-            me += std::to_string(p);
-            const auto end = std::chrono::steady_clock::now() + 6s;
-            while (std::chrono::steady_clock::now() < end) {
-                auto l = store.lease_acquire("counter", me, 2s);
-                if (!l) {
-                    std::this_thread::sleep_for(20ms);
-                    continue;
-                }
-                auto w = store.fence_update("counter", l->token, [](std::string& v) {
-                    v = std::to_string((v.empty() ? 0 : std::stoull(v)) + 1);
-                });
-                if (w || w.error().code == coord::condition::refused) {
-                    const std::uint64_t report[2] = {l->token, w ? 1u : 0u};
-                    if (::write(out, report, sizeof report) != sizeof report) return 3;
-                }
-                (void)store.lease_release("counter", me, l->token);
-            }
-            return 0;
-        }));
-    std::this_thread::sleep_for(1500ms);
-    const int killed = leader();
-    ASSERT_GE(killed, 0);
-    server("kill", killed);
-    std::this_thread::sleep_for(2s);
-    server("restart", killed);
-    std::set<std::uint64_t> tokens;
-    std::uint64_t accepted = 0;
-    for (auto& c : children) {
-        std::uint64_t report[2], last = 0;
-        while (c->read(report)) {
-            EXPECT_TRUE(tokens.insert(report[0]).second) << "token " << report[0] << " granted twice";
-            EXPECT_GT(report[0], last) << "a later grant with a smaller token";
-            last = report[0];
-            accepted += report[1];
-        }
-        EXPECT_EQ(c->wait(), 0);
-    }
-    coord::zookeeper::store store{url};
-    auto v = store.fence_read("counter");
-    ASSERT_TRUE(v) << v.error().message();
-    EXPECT_EQ(std::stoull(v->value), accepted) << "an update was lost: two holders' updates interleaved";
-    EXPECT_EQ(v->fence, *tokens.rbegin());
-    EXPECT_GT(accepted, 20u);
+    coord::test::fenced_counter_loses_no_update(
+        [&] { return std::make_unique<coord::zookeeper::store>(url, coord::zookeeper::server_clock{}, quick_sessions()); },
+        [] { ensemble.kill_leader_for(1500ms, 2s); }, 6s);
 }
 
 // The pause experiment with the session-bound lease: A's client is stopped
@@ -172,45 +114,8 @@ TEST(ZooKeeperEnsemble, AHolderStoppedPastItsSessionIsFencedOutAndLearnsItLost) 
 TEST(ZooKeeperEnsemble, FourProcessesDrawSegmentIdsWithAServerKilledMidWayAndNoneTwice) {
     const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
     { coord::zookeeper::store setup{url}; }
-    constexpr int processes = 4, per_process = 3000;
-    std::vector<std::unique_ptr<coord::test::child_process>> children;
-    for (int p = 0; p < processes; ++p)
-        children.push_back(std::make_unique<coord::test::child_process>([&](int out) {
-            coord::zookeeper::store store{url};
-            coord::segment_options opt;
-            opt.min_step = opt.initial_step = 20;
-            opt.max_step = 40;
-            coord::basic_segment_generator<coord::zookeeper::store> gen{store, opt};
-            auto h = gen.tag("orders");
-            for (int i = 0; i < per_process;) {
-                auto id = h.next();
-                if (!id) {
-                    if (id.error() == coord::errc::allocator_unavailable) {
-                        gen.quiesce();
-                        continue;
-                    }
-                    return 2;
-                }
-                const std::uint64_t v = *id;
-                if (::write(out, &v, sizeof v) != sizeof v) return 3;
-                ++i;
-                if (i % 200 == 0) std::this_thread::sleep_for(10ms);
-            }
-            return 0;
-        }));
-    std::this_thread::sleep_for(300ms);
-    const int killed = leader();
-    ASSERT_GE(killed, 0);
-    server("kill", killed);
-    std::this_thread::sleep_for(1500ms);
-    server("restart", killed);
-    std::set<std::uint64_t> seen;
-    for (auto& c : children) {
-        std::uint64_t v;
-        while (c->read(v)) EXPECT_TRUE(seen.insert(v).second) << "duplicate ID " << v;
-        EXPECT_EQ(c->wait(), 0);
-    }
-    EXPECT_EQ(seen.size(), static_cast<std::size_t>(processes * per_process));
+    coord::test::segment_drawers_never_duplicate([&] { return std::make_unique<coord::zookeeper::store>(url); },
+                                                 [] { ensemble.kill_leader_for(300ms, 1500ms); });
 }
 
 // Connection loss is not session expiry, and never a success: with every

@@ -30,18 +30,7 @@ inline std::string zk_url() { return zk_env("COORD_ZK_URL", "ZooKeeper.start"); 
 inline std::string zk_ensemble_url() { return zk_env("COORD_ZK_ENSEMBLE_URL", "ZooKeeperEnsemble.start"); }
 
 /// `base` with a root node no other test uses.
-inline std::string zk_fresh_root(const std::string& base) {
-    static std::atomic<int> counter{0};
-    static const unsigned salt = std::random_device{}();
-    std::string u = base;
-    u += "/t";
-    u += std::to_string(::getpid());
-    u += '-';
-    u += std::to_string(salt);
-    u += '-';
-    u += std::to_string(counter++);
-    return u;
-}
+inline std::string zk_fresh_root(const std::string& base) { return base + "/" + unique_name(); }
 
 struct zk_factory {
     using store_type = zookeeper::basic_store<manual_clock>;

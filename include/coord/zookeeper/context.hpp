@@ -156,24 +156,10 @@ public:
         return r;
     }
 
-    /// create (flags: 0 persistent, ZOO_EPHEMERAL); ZNODEEXISTS is an
-    /// answer (request_failed when the caller treats it as one).
+    /// create (flags: 0 persistent, ZOO_EPHEMERAL), an existing node being
+    /// request_failed.
     result<reply> create(const std::string& p, const std::string& v, int flags) {
-        auto r = session_.call(
-            [&](zhandle_t* zh, const void* data) {
-                return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
-                                    [](int rc, const char* path, const Stat* stat, const void* d) {
-                                        finish(d, [&](reply& out) {
-                                            out.rc = rc;
-                                            if (rc == ZOK) {
-                                                if (path) out.path = path;
-                                                if (stat) out.stat = *stat;
-                                            }
-                                        });
-                                    },
-                                    data);
-            },
-            true);
+        auto r = create_or_exists(p, v, flags);
         if (!r) return r;
         if (r->rc == ZNODEEXISTS) return unexpected(coord::error(make_error_code(errc::request_failed), "node exists"));
         if (r->rc != ZOK) return unexpected(session::failure(r->rc, true));

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the coordctl scripts of the engines: `expect` and `fail` (they
+# count into $failures; $ctl is the coordctl binary, $err a scratch file), and
+# the checks every networked store answers the same way.
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# expect RC OUT -- ARGS...: coordctl ARGS exits RC and prints exactly OUT.
+expect() {
+  local want_rc="$1" want_out="$2"; shift 3
+  local out rc
+  out=$("$ctl" "$@" 2>"$err"); rc=$?
+  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
+    fail "coordctl $*"
+    echo "  want rc=$want_rc out='$want_out'"
+    echo "  got  rc=$rc out='$out' stderr='$(cat "$err")'"
+  fi
+}
+
+# engine_store_checks STORE RUN NODE: fences (with the largest token), leases
+# (their tokens only compared: a store-wide counter or time, not 1, 2, 3),
+# segment IDs across invocations and Snowflake IDs with --state STORE.
+engine_store_checks() {
+  local store="$1" run="$2" node="$3" a1 b1 a b all ids rc
+  expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
+  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
+  expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A
+  expect 0 "fence=42 value=B" -- fence read --store "$store" --key "$run"
+  expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 18446744073709551615 --value top
+  expect 3 "rejected: stale fence (highest 18446744073709551615)" -- fence write --store "$store" --key "$run" --token 18446744073709551614 --value A
+  a1=$("$ctl" lease acquire --store "$store" --name "$run" --owner A --ttl 60000); rc=$?
+  [ "$rc" = 0 ] && [[ "$a1" =~ ^token=[0-9]+$ ]] || fail "lease acquire: rc=$rc '$a1'"
+  expect 3 "held by A" -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
+  expect 3 "not the holder" -- lease release --store "$store" --name "$run" --owner B
+  expect 0 "renewed $a1" -- lease renew --store "$store" --name "$run" --owner A
+  expect 0 "released" -- lease release --store "$store" --name "$run" --owner A
+  b1=$("$ctl" lease acquire --store "$store" --name "$run" --owner B --ttl 60000)
+  [ "${b1#token=}" -gt "${a1#token=}" ] 2>/dev/null || fail "the next token $b1 is not above $a1"
+  a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
+  b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
+  all=$(printf '%s\n%s\n' "$a" "$b")
+  [ "$(echo "$all" | wc -l)" = 6 ] && [ "$(echo "$all" | sort -n | uniq | wc -l)" = 6 ] || fail "segment IDs across invocations: $all"
+  ids=$("$ctl" snowflake next --node "$node" -n 3 --state "$store"); rc=$?
+  [ "$rc" = 0 ] && [ "$(echo "$ids" | sort -n | uniq | wc -l)" = 3 ] || fail "snowflake with --state $store: rc=$rc '$ids'"
+}
+
+# no_ledger_or_sessions STORE: what the store does not keep is a clear usage error (2).
+no_ledger_or_sessions() {
+  expect 2 "" -- session create --store "$1" --user alice
+  grep -q "keeps no sessions" "$err" || fail "sessions on $1: $(cat "$err")"
+  expect 2 "" -- ledger claim --store "$1" --slot "billing$$@$(date -u +%Y-%m-%dT%H:%M)Z" --worker A
+  grep -q "keeps no job ledger" "$err" || fail "ledger on $1: $(cat "$err")"
+}
