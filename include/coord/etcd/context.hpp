@@ -245,12 +245,8 @@ public:
 
     /// Ends a lease now (its keys are deleted). A lease already gone is not an error.
     result<void> revoke(std::int64_t id) {
-        if constexpr (test_clock) {
-            std::lock_guard lk(test_terms().mutex);
-            test_terms().of.erase(id);
-        }
-        auto r = pool_.request("/v3/lease/revoke", R"({"ID":)" + number(id) + "}", true);
-        if (!r && r.error().detail().find("lease not found") == std::string::npos) return unexpected(r.error());
+        auto r = revoke_found(id);
+        if (!r) return unexpected(r.error());
         return {};
     }
 

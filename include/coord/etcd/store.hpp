@@ -81,26 +81,9 @@ public:
         if (!r) return unexpected(r.error());
         return r->revision;
     }
-    /// The member that answers at `endpoint` (http://HOST:PORT): whether it is
-    /// the leader, and the leader's member id.
-    result<bool> is_leader(const std::string& endpoint) {
-        options o = base::pool_.opts();
-        pool one(endpoint_url(endpoint), o);
-        auto s = one.request("/v3/maintenance/status", "{}", false);
-        if (!s) return unexpected(s.error());
-        // Member ids are unsigned 64-bit numbers: compared as etcd wrote them.
-        auto header = detail::member(*s, "header");
-        auto me = header ? detail::member(header->raw, "member_id") : std::nullopt;
-        auto leader = detail::member(*s, "leader");
-        if (!me || !leader) return unexpected(detail::bad("status: " + *s));
-        return me->raw == leader->raw;
-    }
-
     const std::string& url() const noexcept { return base::pool_.url(); }
     const std::vector<std::string>& endpoints() const noexcept { return base::pool_.endpoints(); }
 
-private:
-    static std::string endpoint_url(const std::string& http) { return "etcd://" + http.substr(http.find("//") + 2); }
 };
 
 using store = basic_store<>;

@@ -36,9 +36,6 @@
 
 namespace coord::redis::scripts {
 
-/// The version of the scripts and the key layout they use (README: "Keys").
-inline constexpr int layout_version = 1;
-
 // The first line of a script: its Redis 7 flags.
 #define COORD_REDIS_LUA_WRITES "#!lua\n"
 #define COORD_REDIS_LUA_READS "#!lua flags=no-writes\n"
