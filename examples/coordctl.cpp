@@ -20,11 +20,18 @@
 //   coordctl session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]
 //   coordctl session load|revoke --store postgres:CONNINFO --id ID
 //   coordctl schedule next --cron EXPR --tz ZONE [--from ISO] [-n COUNT]
+//   coordctl cron run --store S --job ID --cron EXPR --tz ZONE [--catch-up D] [--overlap allow|forbid|replace]
+//                     [--lease-ttl MS] [--for D] [--stop-grace D] [--max-attempts N] [--worker W] -- COMMAND [ARGS...]
+//   coordctl cron status --store S --job ID [-n COUNT]
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <optional>
@@ -48,6 +55,7 @@
 #include "coord/session.hpp"
 #include "coord/snowflake.hpp"
 #if defined(COORD_HAS_SCHEDULE)
+#include "coord/cron.hpp"
 #include "coord/schedule.hpp"
 #endif
 #if defined(COORD_HAS_SESSION)
@@ -101,6 +109,11 @@ constexpr const char* usage_text =
     "  session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]\n"
     "  session load|revoke --store postgres:CONNINFO --id ID\n"
     "  schedule next --cron EXPR --tz ZONE [--from YYYY-MM-DDTHH:MM[:SS]Z] [-n COUNT]\n"
+    "  cron run --store S --job ID --cron EXPR --tz ZONE [--catch-up D] [--overlap allow|forbid|replace]\n"
+    "           [--lease-ttl MS] [--for D] [--stop-grace D] [--max-attempts N] [--worker W] -- COMMAND [ARGS...]\n"
+    "                (one run per slot across every instance on the store; COMMAND gets COORD_SLOT, COORD_FENCE,\n"
+    "                 COORD_ATTEMPT and COORD_SCHEDULED_AT; SIGTERM/SIGINT: no new claims, running ones finish)\n"
+    "  cron status --store S --job ID [-n COUNT]   (the last COUNT slots: state, worker, attempt, exit, times)\n"
     "  jwt verify (--key PEM_FILE --alg ALG | --secret-file FILE --alg ALG | --jwks FILE)\n"
     "             [--iss ISS] [--aud AUD] [--leeway SECONDS]   (token on standard input)\n"
     "  jwt sign (--key PEM_FILE | --secret-file FILE) --alg ALG [--kid KID]   (claims JSON on standard input)\n"
@@ -166,17 +179,21 @@ public:
         if (it == values_.end()) throw usage_error("missing option --" + name);
         return it->second;
     }
-    /// A duration such as 500ms, 90s, 15m or 2h (1 ms to 24 h).
-    std::chrono::milliseconds duration(const std::string& name) const {
+    /// A duration such as 500ms, 90s, 15m or 2h (1 ms to `max`; 0 too when `zero_ok`).
+    std::chrono::milliseconds duration(const std::string& name, std::chrono::hours max = std::chrono::hours{24},
+                                       bool zero_ok = false) const {
         const auto& s = required(name);
+        if (zero_ok && s == "0") return std::chrono::milliseconds{0};
         std::uint64_t v = 0;
         auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         const std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
         const std::uint64_t scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : unit == "h" ? 3'600'000 : 0;
-        constexpr std::uint64_t day_ms = 24ull * 3'600'000;
+        const std::uint64_t max_ms = static_cast<std::uint64_t>(max.count()) * 3'600'000;
         if (ec != std::errc{} || p == s.data() || scale == 0)
             throw usage_error("--" + name + " must be a duration like 500ms, 90s, 15m or 2h, got '" + printable(s) + "'");
-        if (v == 0 || v > day_ms / scale) throw usage_error("--" + name + " must be 1ms to 24h, got '" + printable(s) + "'");
+        if (v == 0 || v > max_ms / scale)
+            throw usage_error("--" + name + " must be " + (zero_ok ? "0" : "1ms") + " to " + std::to_string(max.count()) +
+                              "h, got '" + printable(s) + "'");
         return std::chrono::milliseconds{static_cast<std::int64_t>(v * scale)};
     }
     std::uint64_t number(const std::string& name) const {
@@ -824,6 +841,241 @@ int schedule_command(std::string_view verb, const std::vector<std::string_view>&
 #endif
 }
 
+#if defined(COORD_HAS_SCHEDULE)
+// --- cron: the runner, with each slot's job a child process ---------------
+
+std::atomic<bool> cron_stop{false};
+extern "C" void cron_on_signal(int) { cron_stop.store(true); }
+
+/// Runs a slot's job as a child process in a process group of its own (so
+/// that stopping it stops what it started), killed if coordctl dies
+/// (PR_SET_PDEATHSIG), with the slot in its environment.
+class process_launcher {
+public:
+    explicit process_launcher(std::vector<std::string> argv) : argv_(std::move(argv)) {}
+
+    class handle {
+    public:
+        explicit handle(pid_t pid) : pid_(pid) {}
+        handle(handle&& o) noexcept : pid_(std::exchange(o.pid_, -1)), status_(o.status_) {}
+        handle& operator=(handle&& o) noexcept {
+            std::swap(pid_, o.pid_);
+            std::swap(status_, o.status_);
+            return *this;
+        }
+        handle(const handle&) = delete;
+        handle& operator=(const handle&) = delete;
+        ~handle() {
+            if (pid_ > 0 && !status_) {  // never leave a job behind
+                ::kill(-pid_, SIGKILL);
+                int st;
+                ::waitpid(pid_, &st, 0);
+            }
+        }
+        std::optional<int> poll() {
+            if (status_ || pid_ <= 0) return status_;
+            int st = 0;
+            const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+            if (r == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
+            else if (r < 0 && errno != EINTR) status_ = -1;
+            return status_;
+        }
+        void terminate() { if (pid_ > 0 && !status_) ::kill(-pid_, SIGTERM); }
+        void kill() { if (pid_ > 0 && !status_) ::kill(-pid_, SIGKILL); }
+        pid_t pid() const noexcept { return pid_; }
+
+    private:
+        pid_t pid_;
+        std::optional<int> status_;
+    };
+
+    handle start(const coord::cron_context& c) {
+        std::vector<std::string> env;
+        for (char** e = environ; *e; ++e)
+            if (std::strncmp(*e, "COORD_SLOT=", 11) != 0 && std::strncmp(*e, "COORD_FENCE=", 12) != 0 &&
+                std::strncmp(*e, "COORD_ATTEMPT=", 14) != 0 && std::strncmp(*e, "COORD_SCHEDULED_AT=", 19) != 0)
+                env.emplace_back(*e);
+        env.push_back("COORD_SLOT=" + c.which.to_string());
+        env.push_back("COORD_FENCE=" + std::to_string(c.fence));
+        env.push_back("COORD_ATTEMPT=" + std::to_string(c.attempt));
+        env.push_back("COORD_SCHEDULED_AT=" + c.scheduled_at);
+        std::vector<char*> envp, argv;
+        for (auto& e : env) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        for (auto& a : argv_) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        int report[2];  // the child writes errno here if exec fails
+        if (::pipe2(report, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+        const pid_t parent = ::getpid();
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            const int e = errno;
+            ::close(report[0]);
+            ::close(report[1]);
+            throw std::runtime_error(std::string("fork: ") + std::strerror(e));
+        }
+        if (pid == 0) {
+            ::setpgid(0, 0);
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(137);  // coordctl died before prctl
+            struct sigaction dfl {};
+            dfl.sa_handler = SIG_DFL;
+            ::sigaction(SIGTERM, &dfl, nullptr);
+            ::sigaction(SIGINT, &dfl, nullptr);
+            ::execvpe(argv[0], argv.data(), envp.data());
+            const int e = errno;
+            (void)!::write(report[1], &e, sizeof e);
+            ::_exit(127);
+        }
+        ::setpgid(pid, pid);  // also here: no race with a signal to the group
+        ::close(report[1]);
+        int e = 0;
+        ssize_t n;
+        do n = ::read(report[0], &e, sizeof e);
+        while (n < 0 && errno == EINTR);
+        ::close(report[0]);
+        handle h{pid};
+        if (n == static_cast<ssize_t>(sizeof e)) {
+            (void)h.poll();
+            int st;
+            ::waitpid(pid, &st, 0);
+            throw std::runtime_error("cannot run " + argv_[0] + ": " + std::strerror(e));
+        }
+        last_pid_ = pid;
+        return h;
+    }
+    pid_t last_pid() const noexcept { return last_pid_; }
+
+private:
+    std::vector<std::string> argv_;
+    pid_t last_pid_ = -1;
+};
+
+std::string worker_name() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
+    const std::uint64_t r = coord::os_random{}.next_u64();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ":%d:%08llx", static_cast<int>(::getpid()), static_cast<unsigned long long>(r & 0xffffffffu));
+    return std::string(host) + buf;
+}
+
+int cron_run(const std::vector<std::string_view>& all) {
+    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
+    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("cron run needs -- COMMAND [ARGS...]");
+    std::vector<std::string> command(dashes + 1, all.end());
+    options o({all.begin(), dashes}, {"store", "job", "cron", "tz", "catch-up", "overlap", "lease-ttl", "for",
+                                      "stop-grace", "max-attempts", "worker"});
+    auto sched = coord::schedule::make(name_option(o, "job"), o.required("cron"), o.required("tz"));
+    if (!sched) throw usage_error(sched.error().message);
+    coord::cron_options opt;
+    opt.worker = o.has("worker") ? name_option(o, "worker") : worker_name();
+    if (o.has("catch-up")) opt.catch_up = o.duration("catch-up", std::chrono::hours{24 * 400}, true);
+    if (o.has("overlap")) {
+        const auto& v = o.required("overlap");
+        if (v == "allow") opt.overlap = coord::overlap_policy::allow;
+        else if (v == "forbid") opt.overlap = coord::overlap_policy::skip;
+        else if (v == "replace") opt.overlap = coord::overlap_policy::replace;
+        else throw usage_error("--overlap must be allow, forbid or replace, got '" + printable(v) + "'");
+    }
+    if (o.has("lease-ttl")) {
+        const auto ms = o.number("lease-ttl");
+        if (ms < 100 || ms > 24ull * 3600 * 1000) throw usage_error("--lease-ttl must be 100 to 86400000 ms");
+        opt.lease_ttl = std::chrono::milliseconds(ms);
+    }
+    if (o.has("stop-grace")) opt.stop_grace = o.duration("stop-grace", std::chrono::hours{24}, true);
+    if (o.has("max-attempts")) {
+        const auto n = o.number("max-attempts");
+        if (n < 1 || n > 1000) throw usage_error("--max-attempts must be 1 to 1000");
+        opt.max_attempts = static_cast<std::uint32_t>(n);
+    }
+    std::optional<std::chrono::milliseconds> run_for;
+    if (o.has("for")) run_for = o.duration("for", std::chrono::hours{24 * 400});
+    process_launcher launcher{command};
+    opt.on_event = [&](const coord::cron_event& e) {
+        const auto now = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+        std::string line = coord::format_utc(now);
+        line += " coordctl cron: ";
+        line += coord::to_string(e.kind);
+        line += " slot=" + e.slot;
+        if (e.fence) line += " fence=" + std::to_string(e.fence);
+        if (e.attempt) line += " attempt=" + std::to_string(e.attempt);
+        if (e.kind == coord::cron_event::started) line += " pid=" + std::to_string(launcher.last_pid());
+        if (!e.detail.empty()) line += " " + printable(e.detail);
+        line += '\n';
+        std::fputs(line.c_str(), stderr);
+    };
+    struct sigaction sa {};
+    sa.sa_handler = cron_on_signal;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        if constexpr (!(coord::ledger_store<Store> && coord::fence_store<Store>)) {
+            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+        } else {
+            coord::basic_cron_runner<Store, process_launcher> runner{store, *sched, launcher, opt};
+            std::fprintf(stderr, "coordctl cron: worker %s runs %s (%s, %s)\n", printable(opt.worker).c_str(),
+                         sched->job().c_str(), sched->cron().text().c_str(), std::string(sched->zone()).c_str());
+            std::optional<coord::steady_clock::time_point> until;
+            if (run_for) until = coord::steady_clock{}.now() + *run_for;
+            runner.run_until(cron_stop, until);
+            std::fputs("coordctl cron: stopped\n", stderr);
+            return exit_ok;
+        }
+    });
+}
+
+std::string iso_of_ns(std::int64_t ns) {
+    if (ns == 0) return "-";
+    return coord::format_utc(std::chrono::sys_time<std::chrono::milliseconds>{std::chrono::milliseconds{ns / 1'000'000}});
+}
+
+int cron_status(const std::vector<std::string_view>& args) {
+    options o(args, {"store", "job", "n"});
+    const auto& job = name_option(o, "job");
+    const auto count = o.has("n") ? o.number("n") : 10;
+    if (count < 1 || count > 10000) throw usage_error("-n must be 1..10000");
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        if constexpr (!(coord::ledger_store<Store> && coord::fence_store<Store>)) {
+            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+        } else {
+            const auto now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+            auto h = coord::cron_history(store, job, now, static_cast<std::size_t>(count));
+            if (!h) {
+                if (h.error() == coord::errc::cron_job_unknown) {
+                    std::printf("refused: %s\n", h.error().message().c_str());
+                    return exit_refused;
+                }
+                return infra(store, h.error());
+            }
+            std::printf("%-40s %-8s %-32s %7s %-9s %-24s %s\n", "SLOT", "STATE", "WORKER", "ATTEMPT", "EXIT",
+                        "SCHEDULED", "STARTED");
+            for (const auto& s : *h)
+                std::printf("%-40s %-8s %-32s %7u %-9s %-24s %s%s%s\n", s.slot.c_str(), coord::to_string(s.state),
+                            s.worker.empty() ? "-" : printable(s.worker).c_str(), s.attempt, s.exit.c_str(),
+                            iso_of_ns(s.scheduled_ms * 1'000'000).c_str(), iso_of_ns(s.started_ns).c_str(),
+                            s.detail.empty() ? "" : "  ", printable(s.detail).c_str());
+            return exit_ok;
+        }
+    });
+}
+#endif
+
+int cron_command(std::string_view verb, const std::vector<std::string_view>& args) {
+#if defined(COORD_HAS_SCHEDULE)
+    if (verb == "run") return cron_run(args);
+    if (verb == "status") return cron_status(args);
+    throw usage_error("unknown cron command: " + printable(verb));
+#else
+    (void)verb;
+    (void)args;
+    throw usage_error("coordctl was built without coord::schedule (install libhowardhinnant-date-dev)");
+#endif
+}
+
 #if defined(COORD_HAS_SESSION)
 std::string read_file(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -954,6 +1206,7 @@ int run(const std::vector<std::string_view>& argv) {
     if (primitive == "uuid") return uuid_command(verb, rest);
     if (primitive == "ledger") return ledger_command(verb, rest);
     if (primitive == "schedule") return schedule_command(verb, rest);
+    if (primitive == "cron") return cron_command(verb, rest);
     if (primitive == "session") return session_command(verb, rest);
     if (primitive == "store") return store_command(verb, rest);
 #if defined(COORD_HAS_SESSION)

@@ -77,6 +77,8 @@ TEST(Errc, EveryCodeHasACondition) {
         {errc::store_uninitialized, condition::corrupt_state},
         {errc::store_identity_changed, condition::corrupt_state},
         {errc::store_already_initialized, condition::refused},
+        {errc::cron_job_unknown, condition::refused},
+        {errc::cron_cursor_corrupt, condition::corrupt_state},
     };
     for (const auto& [e, c] : expected) {
         const std::error_code ec = e;
@@ -87,7 +89,7 @@ TEST(Errc, EveryCodeHasACondition) {
                 EXPECT_NE(ec, other) << ec.message();
             }
     }
-    for (int v = 1; v <= static_cast<int>(errc::store_already_initialized); ++v) {
+    for (int v = 1; v <= static_cast<int>(errc::cron_cursor_corrupt); ++v) {
         const std::error_code ec = static_cast<errc>(v);
         int matches = 0;
         for (const auto c : {condition::refused, condition::outcome_unknown, condition::unavailable,

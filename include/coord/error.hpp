@@ -138,6 +138,10 @@ enum class errc {
     /// Initializing a store that is already initialized; nothing was done
     /// (coordctl store init --force re-initializes).
     store_already_initialized,
+    /// No cron runner has run this job on this store (it has no cursor).
+    cron_job_unknown,
+    /// A cron job's cursor on the store is not one a runner wrote.
+    cron_cursor_corrupt,
 };
 
 /// What kind of outcome an error code is, whatever its category: callers
@@ -188,6 +192,7 @@ constexpr condition condition_of(errc e) noexcept {
     case errc::state_hard_linked:
     case errc::state_too_large:
     case errc::store_uninitialized:
+    case errc::cron_cursor_corrupt:
     case errc::store_identity_changed: return condition::corrupt_state;
     case errc::invalid_text:
     case errc::invalid_key: return condition::bad_input;
@@ -257,6 +262,8 @@ public:
         case errc::store_uninitialized: return "the store is not initialized (never, or it lost its data): coordctl store init";
         case errc::store_identity_changed: return "the store was initialized again since this process opened it";
         case errc::store_already_initialized: return "the store is already initialized";
+        case errc::cron_job_unknown: return "no cron runner has run this job on this store";
+        case errc::cron_cursor_corrupt: return "the cron job's cursor is not one a runner wrote";
         }
         return "unknown coord error";
     }

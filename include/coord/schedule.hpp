@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -397,6 +398,18 @@ public:
     std::optional<fire> next_after(std::chrono::sys_seconds t) const {
         using namespace std::chrono;
         if (t >= slot_limit()) return std::nullopt;
+        // Fast path: t's UTC offset has held for 3 hours, and the first match
+        // after t's local time is in the same offset period, so no local time
+        // maps out of order between them: it is the next fire.
+        if (const auto here = zone_->get_info(t); here.begin <= t - hours{3}) {
+            if (auto m = cron_.next_local(zone_->to_local(t) + seconds{1})) {
+                const auto info = zone_->get_info(*m);
+                if (info.result == detail::tz::local_info::unique && info.first.begin == here.begin) {
+                    auto fs = fires_at(*m);
+                    if (fs.size() == 1 && fs.front().utc > t) return std::move(fs.front());
+                }
+            }
+        }
         // Walk local times from a little before t's local time: a fold can
         // map an earlier local time to a later instant.
         auto l = zone_->to_local(t) - hours{3};
@@ -434,6 +447,33 @@ public:
             out.push_back(std::move(*f));
         }
         return out;
+    }
+
+    /// The last `count` fires at or before `t`, oldest first (fewer when the
+    /// schedule has fewer since 1970). `count` is at most 100000.
+    std::vector<fire> last_fires(std::chrono::sys_seconds t, std::size_t count) const {
+        using namespace std::chrono;
+        std::vector<fire> out;
+        if (count == 0) return out;
+        count = std::min<std::size_t>(count, 100000);
+        // Look back over a span that doubles until it holds `count` fires,
+        // keeping the last `count` of each walk.
+        for (seconds span{64};; span *= 2) {
+            const bool to_epoch = t - span <= sys_seconds{} || span > hours{24 * 366 * 100};
+            const auto from = to_epoch ? sys_seconds{} - seconds{1} : t - span;
+            std::deque<fire> keep;
+            for (auto x = from;;) {
+                auto f = next_after(x);
+                if (!f || f->utc > t) break;
+                x = f->utc;
+                keep.push_back(std::move(*f));
+                if (keep.size() > count) keep.pop_front();
+            }
+            if (keep.size() >= count || to_epoch) {
+                out.assign(std::make_move_iterator(keep.begin()), std::make_move_iterator(keep.end()));
+                return out;
+            }
+        }
     }
 
     /// An explicit backfill: every fire in [from, to], capped.

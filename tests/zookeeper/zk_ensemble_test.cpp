@@ -125,10 +125,11 @@ TEST(ZooKeeperEnsemble, FourProcessesDrawSegmentIdsWithAServerKilledMidWayAndNon
 // the record is one the rule allows.
 TEST(ZooKeeperEnsemble, WhileDisconnectedNothingNeedingOwnershipSucceeds) {
     const std::string url = coord::test::zk_fresh_root(coord::test::zk_ensemble_url());
+    { coord::zookeeper::store setup{url}; }  // the root made with the default timeouts (a restarted server may be slow at first)
     coord::zookeeper::options o;
-    o.operation_timeout = 1s;
-    o.connect_timeout = 1s;
-    o.session_timeout = 20s;  // longer than the pause: the session survives it
+    o.operation_timeout = 2s;
+    o.connect_timeout = 2s;
+    o.session_timeout = 30s;  // longer than the pause (five calls of 2 s): the session survives it
     coord::zookeeper::store store{url, {}, o};
     auto l = store.lease_acquire("n", "A", 1h);
     ASSERT_TRUE(l) << l.error().code.message();

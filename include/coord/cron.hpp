@@ -1,0 +1,803 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/cron.hpp: the distributed cron runner: any number of instances run
+// one schedule on one store, and each slot `job@time` runs once, with a fence
+// token the job hands to whatever it writes. Part of target coord::schedule.
+//
+// Every instance walks the same slots (coord/schedule.hpp) and claims each
+// due one through the job ledger (coord/job_ledger.hpp): one instance wins
+// the claim and runs the job under an execution lease it heartbeats; the
+// others see it in progress. Every judgement of time that decides who runs
+// what is the store's: whether a claim's lease ended, whether a slot is too
+// late to start (its start window, the ledger's replay window). The
+// instance's own clock only decides when to look: a slot is examined once
+// the local clock reaches its time.
+//
+// The promise: each slot's job is started by one instance at a time; a slot
+// whose claim is lost (the instance was paused past its lease, or a newer
+// slot replaced it) has its job stopped and records nothing, and its late
+// writes carry a fence token smaller than its successor's, so a fenced
+// resource refuses them. What the job must add: a job that was killed
+// mid-way runs again from the start (a new claim, a larger fence), so its
+// effect must be idempotent or fenced with COORD_FENCE. A slot is done once
+// its exit status is recorded; a job that finished but whose instance died
+// before recording it runs again.
+//
+// The three books of a slot, side by side (cron_history): the schedule (when
+// it was due), the execution (who claimed it, which attempt, when it
+// started) and the effect (its exit status, or why it did not run: missed,
+// skipped, replaced).
+//
+//   coord::sqlite::store store{"/var/lib/app/coord.db"};
+//   auto sched = coord::schedule::make("report", "0 */5 * * * *", "Europe/Paris");
+//   coord::cron_options opt;
+//   opt.worker = "host-a";
+//   my_launcher jobs;   // starts the job of a slot (cron_launcher)
+//   coord::basic_cron_runner runner{store, *sched, jobs, opt};
+//   runner.run_until(stop_flag);
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "coord/clock.hpp"
+#include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/job_ledger.hpp"
+#include "coord/result.hpp"
+#include "coord/schedule.hpp"
+
+namespace coord {
+
+/// What a started job is told (coordctl puts it in the environment:
+/// COORD_SLOT, COORD_FENCE, COORD_ATTEMPT, COORD_SCHEDULED_AT).
+struct cron_context {
+    const slot& which;
+    fence_token fence;        ///< hand to downstream fenced writes
+    std::uint32_t attempt;    ///< 1 for the first claim of the slot
+    std::string scheduled_at; ///< the slot's time, ISO 8601 UTC
+    std::string_view worker;
+};
+
+/// Starts the job of a slot. `start(ctx)` returns a handle (or throws when
+/// the job cannot start: the attempt is recorded as failed); the handle's
+/// `poll()` answers nullopt while the job runs, then its exit status (>= 0,
+/// or minus the signal number that ended it); `terminate()` asks it to stop
+/// (SIGTERM), `kill()` stops it (SIGKILL). Called from the thread that runs
+/// the runner.
+template <class L>
+concept cron_launcher = requires(L& l, const cron_context& c) {
+    typename L::handle;
+    { l.start(c) } -> std::same_as<typename L::handle>;
+} && requires(typename L::handle& h) {
+    { h.poll() } -> std::same_as<std::optional<int>>;
+    h.terminate();
+    h.kill();
+};
+
+/// One line of the runner's log.
+struct cron_event {
+    enum kind_t {
+        claimed,   ///< this instance won the slot's claim
+        started,   ///< its job started (detail: what the launcher says, e.g. "pid=123")
+        finished,  ///< the job ended and its status was recorded (detail: "exit 0")
+        lost,      ///< the claim was lost while the job ran: the job is stopped, nothing recorded
+        missed,    ///< the slot's start window passed with no run: recorded as missed
+        skipped,   ///< forbid: the previous run was still going: recorded as skipped
+        replaced,  ///< replace: a running slot was revoked for a newer one
+        stopping,  ///< shutting down: the job is asked to stop
+        error,     ///< a store call failed (detail: the error); retried on the next tick
+    } kind;
+    std::string slot;  ///< canonical slot text
+    fence_token fence = 0;
+    std::uint32_t attempt = 0;
+    std::string detail;
+};
+
+inline const char* to_string(cron_event::kind_t k) noexcept {
+    switch (k) {
+    case cron_event::claimed: return "claimed";
+    case cron_event::started: return "started";
+    case cron_event::finished: return "finished";
+    case cron_event::lost: return "lost";
+    case cron_event::missed: return "missed";
+    case cron_event::skipped: return "skipped";
+    case cron_event::replaced: return "replaced";
+    case cron_event::stopping: return "stopping";
+    case cron_event::error: return "error";
+    }
+    return "?";
+}
+
+/// Runner settings; out-of-range values make the constructor throw
+/// std::invalid_argument naming the field.
+struct cron_options {
+    /// This instance's name in the ledger: unique per running instance
+    /// (coordctl: host:pid:random). Required.
+    std::string worker;
+    /// A slot may start this long after its time (judged on the store's
+    /// clock); a slot that did not start within it is recorded as missed.
+    /// So after downtime the slots of the last `catch_up` run, oldest first.
+    /// 0 to 400 days; the start window is never shorter than start_grace.
+    std::chrono::milliseconds catch_up{0};
+    /// The shortest start window (how late an on-time slot may still start):
+    /// 1 ms to 24 h.
+    std::chrono::milliseconds start_grace{std::chrono::seconds{5}};
+    /// allow: runs may overlap; skip ("forbid"): a slot due while the
+    /// previous run goes on is recorded as skipped (catch-up slots wait their
+    /// turn instead); replace: the running slot is revoked (its fence goes
+    /// stale, its job is stopped) and the newest due slot starts. queue_one
+    /// is not a runner policy.
+    overlap_policy overlap = overlap_policy::skip;
+    /// The execution lease of a claim: 100 ms to 24 h. A paused instance
+    /// loses its slot this long after its last heartbeat.
+    std::chrono::milliseconds lease_ttl{std::chrono::seconds{30}};
+    /// How often a running slot's lease is renewed: 0 means lease_ttl / 3.
+    std::chrono::milliseconds heartbeat{0};
+    /// How long a job asked to stop (SIGTERM) has before it is killed, and
+    /// how long a shutdown waits for running jobs: 0 to 24 h.
+    std::chrono::milliseconds stop_grace{std::chrono::seconds{10}};
+    /// A slot whose job failed (non-zero exit) is claimed again, within its
+    /// start window, until this many attempts: 1 to 1000.
+    std::uint32_t max_attempts = 3;
+    /// How long missed slots are recorded one by one: slots older than this
+    /// are counted in one `missed` event and not written. 0: 8 days, or the
+    /// start window plus a day when longer; else at least the start window
+    /// plus a day, at most 100 years.
+    std::chrono::milliseconds record_window{0};
+    /// Store operations per tick at most (a long backlog is worked through
+    /// over several ticks, heartbeats in between): 8 to 100000.
+    std::size_t steps_per_tick = 256;
+    /// Called for every event, on the runner's thread.
+    std::function<void(const cron_event&)> on_event;
+};
+
+/// A slot's record, as the three books show it.
+struct cron_slot_status {
+    enum state_t { none, running, done, failed, missed, skipped, replaced } state = none;
+    std::string slot;
+    std::string worker;
+    std::uint32_t attempt = 0;
+    std::string exit;  ///< "0", "3", "signal 9", or "-"
+    std::string detail;
+    std::int64_t scheduled_ms = 0;
+    std::int64_t started_ns = 0;  ///< on the store's clock; 0 when it never started
+};
+
+inline const char* to_string(cron_slot_status::state_t s) noexcept {
+    switch (s) {
+    case cron_slot_status::none: return "none";
+    case cron_slot_status::running: return "running";
+    case cron_slot_status::done: return "done";
+    case cron_slot_status::failed: return "failed";
+    case cron_slot_status::missed: return "missed";
+    case cron_slot_status::skipped: return "skipped";
+    case cron_slot_status::replaced: return "replaced";
+    }
+    return "?";
+}
+
+namespace detail {
+// The texts the runner records as a slot's result (done) or fail reason.
+inline constexpr std::string_view cron_missed = "missed";
+inline constexpr std::string_view cron_skipped = "skipped: ";
+inline constexpr std::string_view cron_replaced = "replaced by ";
+inline constexpr std::string_view cron_failed = "failed: ";  // a final failure (done, not retried)
+inline constexpr std::string_view cron_abandoned = "abandoned: its claim ended past the start window";
+
+inline std::string cron_exit_text(int status) {
+    return status >= 0 ? "exit " + std::to_string(status) : "signal " + std::to_string(-status);
+}
+inline bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// The job's cursor: a fenced key whose token is 1 + the Unix second up to
+// which every slot is settled (a fence only grows: instances move it forward
+// together), and whose value names the schedule, so that cron_history can
+// list a job's slots knowing only its id: "coord.cron v1\t<zone>\t<cron>\t<time>".
+inline std::string cron_cursor_key(const std::string& job) { return "coord.cron/" + job; }
+inline std::string cron_cursor_text(const schedule& s, std::chrono::sys_seconds t) {
+    std::string v = "coord.cron v1\t";
+    v.append(s.zone());
+    v += '\t';
+    v += s.cron().text();
+    v += '\t';
+    v += format_utc(t);
+    return v;
+}
+
+/// The ledger record of a slot as a status line.
+inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger_record>& r) {
+    cron_slot_status out;
+    out.slot = s.to_string();
+    out.scheduled_ms = s.scheduled().time_since_epoch().count();
+    out.exit = "-";
+    if (!r) return out;
+    out.worker = r->holder;
+    out.attempt = r->attempt;
+    out.started_ns = r->started_ns;
+    auto exit_of = [](std::string_view text) -> std::string {
+        if (starts_with(text, "exit ")) return std::string(text.substr(5));
+        if (starts_with(text, "signal ")) return std::string(text);
+        return "-";
+    };
+    using st = ledger_record::state_t;
+    if (r->state == st::running) {
+        out.state = cron_slot_status::running;
+    } else if (r->state == st::done) {
+        const std::string_view res = r->result;
+        if (res == cron_missed) {
+            out.state = cron_slot_status::missed;
+            out.worker.clear();
+            out.attempt = 0;
+            out.started_ns = 0;
+        } else if (starts_with(res, cron_skipped)) {
+            out.state = cron_slot_status::skipped;
+            out.detail = std::string(res.substr(cron_skipped.size()));
+            out.worker.clear();
+            out.attempt = 0;
+            out.started_ns = 0;
+        } else if (starts_with(res, cron_replaced)) {
+            out.state = cron_slot_status::replaced;
+            out.detail = std::string(res);
+        } else if (starts_with(res, cron_failed)) {
+            out.state = cron_slot_status::failed;
+            out.detail = std::string(res.substr(cron_failed.size()));
+            out.exit = exit_of(out.detail);
+        } else {
+            out.state = cron_slot_status::done;
+            out.exit = exit_of(res);
+        }
+    } else if (r->attempt > 0 && starts_with(r->fail_reason, cron_replaced)) {
+        out.state = cron_slot_status::replaced;  // revoked, not yet closed
+        out.detail = r->fail_reason;
+    } else if (r->attempt > 0) {
+        out.state = cron_slot_status::failed;
+        out.detail = r->fail_reason;
+        out.exit = exit_of(r->fail_reason);
+    }
+    return out;
+}
+}  // namespace detail
+
+/// A job's history without its schedule: the schedule is the one its
+/// runners last recorded with the job's cursor. errc::cron_job_unknown when no
+/// runner has run the job on this store.
+template <class Store>
+    requires ledger_store<Store> && fence_store<Store>
+result<std::vector<cron_slot_status>> cron_history(Store& store, const std::string& job, std::chrono::sys_seconds now,
+                                                  std::size_t count) {
+    auto v = store.fence_read(detail::cron_cursor_key(job));
+    if (!v) return unexpected(v.error());
+    if (!v->written) return unexpected(make_error_code(errc::cron_job_unknown));
+    const std::string& text = v->value;
+    const std::string_view head = "coord.cron v1\t";
+    const auto z = text.find('\t', head.size());
+    const auto c = z == std::string::npos ? z : text.find('\t', z + 1);
+    if (!detail::starts_with(text, head) || c == std::string::npos) return unexpected(make_error_code(errc::cron_cursor_corrupt));
+    auto sched = schedule::make(job, text.substr(z + 1, c - z - 1), text.substr(head.size(), z - head.size()));
+    if (!sched) return unexpected(make_error_code(errc::cron_cursor_corrupt));
+    const auto cursor = std::chrono::sys_seconds{std::chrono::seconds{static_cast<std::int64_t>(v->fence - 1)}};
+    return cron_history(store, *sched, std::max(now, cursor), count);
+}
+
+/// The last `count` slots of `sched` scheduled at or before `now` (oldest
+/// first), each with its record in the ledger: the three books side by side.
+/// Cost: one ledger read per slot. `count` is 1 to 10000.
+template <ledger_store Store>
+result<std::vector<cron_slot_status>> cron_history(Store& store, const schedule& sched, std::chrono::sys_seconds now,
+                                                  std::size_t count) {
+    if (count < 1 || count > 10000) throw std::invalid_argument("cron_history: count must be 1 to 10000");
+    std::vector<cron_slot_status> out;
+    for (auto& f : sched.last_fires(now, count)) {
+        auto r = store.ledger_read(f.which.to_string());
+        if (!r) return unexpected(r.error());
+        out.push_back(detail::cron_status_of(f.which, *r));
+    }
+    return out;
+}
+
+/// The cron runner: one instance of a distributed cron. Any number of
+/// instances, on any machines, run one schedule on one store; each due slot
+/// is claimed through the job ledger and its job started by the winner
+/// (see the file's comment for the promise).
+///
+/// Not thread-safe: one thread calls tick() (or run_until()). `Clock` says
+/// when slots come due (a unix_clock); `Steady` times heartbeats and grace
+/// periods (tests pass one manual_clock as both). The store, schedule and
+/// launcher must outlive the runner.
+template <class Store, cron_launcher Launcher, unix_clock Clock = system_clock, monotonic_clock Steady = steady_clock>
+    requires ledger_store<Store> && fence_store<Store>
+class basic_cron_runner {
+public:
+    using steady_point = typename Steady::time_point;
+
+    basic_cron_runner(Store& store, const schedule& sched, Launcher& launcher, cron_options options = {},
+                      Clock clock = {}, Steady steady = {})
+        : store_(&store), sched_(&sched), launcher_(&launcher), opt_(checked(std::move(options))), clock_(clock),
+          steady_(steady), run_ledger_(store, ledger_for(opt_, window(opt_))),
+          record_ledger_(store, ledger_for(opt_, opt_.record_window)) {}
+
+    basic_cron_runner(const basic_cron_runner&) = delete;
+    basic_cron_runner& operator=(const basic_cron_runner&) = delete;
+
+    /// Does what is due now: reaps finished jobs and records their status,
+    /// renews running claims (stopping the jobs whose claim was lost), and
+    /// (unless stopping) claims and starts the due slots, records missed
+    /// and skipped ones. Returns when the next tick is due (earlier is fine).
+    steady_point tick() {
+        const auto s_now = steady_.now();
+        reap(s_now);
+        renew(s_now);
+        bool more = false;
+        if (claiming_ && (walk_now_ || s_now >= next_walk_)) {
+            walk_now_ = false;
+            more = walk();
+            next_walk_ = more ? s_now : s_now + std::min<typename Steady::duration>(opt_.heartbeat, until_next_fire());
+        }
+        return next_wake(s_now, more);
+    }
+
+    /// Stops claiming new slots; running jobs go on (and are still renewed).
+    void stop_claiming() noexcept { claiming_ = false; }
+
+    /// Asks every running job to stop (SIGTERM): each is killed after
+    /// stop_grace, and its attempt recorded as failed ("stopped"), so
+    /// another instance may run the slot again within its window.
+    void stop_all() {
+        for (auto& r : runs_)
+            if (!r.stopping) begin_stop(r, "stopped: the runner shut down", true, steady_.now());
+    }
+
+    /// How many jobs this instance has running (including ones being stopped).
+    std::size_t running() const noexcept { return runs_.size(); }
+
+    /// Runs ticks until `stop` is set (then shuts down gracefully: no new
+    /// claims, running jobs get stop_grace to finish, then are stopped) or,
+    /// when given, until `until` on the steady clock (the same shutdown).
+    /// `poll` bounds each sleep (job exits are noticed within it).
+    void run_until(const std::atomic<bool>& stop, std::optional<steady_point> until = std::nullopt,
+                   std::chrono::milliseconds poll = std::chrono::milliseconds{50}) {
+        auto done = [&] { return stop.load(std::memory_order_relaxed) || (until && steady_.now() >= *until); };
+        while (!done()) sleep_until(tick(), poll);
+        stop_claiming();
+        const auto grace_end = steady_.now() + opt_.stop_grace;
+        while (running() > 0 && steady_.now() < grace_end) sleep_until(std::min(tick(), grace_end), poll);
+        if (running() > 0) stop_all();
+        while (running() > 0) sleep_until(tick(), poll);
+    }
+
+    const cron_options& options() const noexcept { return opt_; }
+
+private:
+    static cron_options checked(cron_options o) {
+        using std::chrono::milliseconds;
+        if (o.worker.empty() || !detail::valid_name_text(o.worker))
+            throw std::invalid_argument("cron: worker must be non-empty UTF-8 text");
+        if (o.catch_up < milliseconds::zero() || o.catch_up > std::chrono::hours{24 * 400})
+            throw std::invalid_argument("cron: catch_up must be 0 to 400 days");
+        if (o.start_grace < milliseconds{1} || o.start_grace > std::chrono::hours{24})
+            throw std::invalid_argument("cron: start_grace must be 1 ms to 24 h");
+        if (o.overlap == overlap_policy::queue_one)
+            throw std::invalid_argument("cron: overlap must be allow, skip (forbid) or replace");
+        if (o.lease_ttl < milliseconds{100} || o.lease_ttl > std::chrono::hours{24})
+            throw std::invalid_argument("cron: lease_ttl must be 100 ms to 24 h");
+        if (o.heartbeat < milliseconds::zero() || o.heartbeat >= o.lease_ttl)
+            throw std::invalid_argument("cron: heartbeat must be 0 (lease_ttl / 3) or shorter than lease_ttl");
+        if (o.heartbeat == milliseconds::zero()) o.heartbeat = o.lease_ttl / 3;
+        if (o.stop_grace < milliseconds::zero() || o.stop_grace > std::chrono::hours{24})
+            throw std::invalid_argument("cron: stop_grace must be 0 to 24 h");
+        if (o.max_attempts < 1 || o.max_attempts > 1000)
+            throw std::invalid_argument("cron: max_attempts must be 1 to 1000");
+        if (o.record_window == milliseconds::zero())
+            o.record_window = std::max<milliseconds>(std::chrono::hours{24 * 8}, window(o) + std::chrono::hours{24});
+        if (o.record_window < window(o) + std::chrono::hours{24} ||
+            o.record_window > std::chrono::duration_cast<milliseconds>(std::chrono::years{100}))
+            throw std::invalid_argument("cron: record_window must be the start window plus a day to 100 years");
+        if (o.steps_per_tick < 8 || o.steps_per_tick > 100000)
+            throw std::invalid_argument("cron: steps_per_tick must be 8 to 100000");
+        return o;
+    }
+
+    struct run {
+        slot which;
+        fence_token fence;
+        std::uint32_t attempt;
+        std::int64_t started_ns;  // the claim's time on the store's clock
+        typename Launcher::handle job;
+        steady_point next_heartbeat;
+        steady_point last_renewed;
+        bool stopping = false;
+        bool record_failure = false;  // stopping on shutdown: record the attempt as failed
+        std::string stop_reason;
+        steady_point kill_at{};
+        bool killed = false;
+        std::optional<int> exit;  // ended; its status not yet recorded (a store error)
+    };
+
+    static std::chrono::milliseconds window(const cron_options& o) { return std::max(o.catch_up, o.start_grace); }
+    static ledger_options ledger_for(const cron_options& o, std::chrono::milliseconds replay) {
+        ledger_options l;
+        l.lease_ttl = std::clamp(o.lease_ttl, std::chrono::milliseconds{100}, std::chrono::milliseconds{std::chrono::hours{24}});
+        l.replay_window = std::max(replay, std::chrono::milliseconds{1});
+        l.retention = std::max(l.replay_window, o.record_window);
+        return l;
+    }
+
+    void emit(cron_event::kind_t k, const slot& s, fence_token f, std::uint32_t a, std::string detail = {}) const {
+        if (opt_.on_event) opt_.on_event(cron_event{k, s.to_string(), f, a, std::move(detail)});
+    }
+    void store_error(const slot& s, const char* what, const error& e) const {
+        emit(cron_event::error, s, 0, 0, std::string(what) + ": " + e.message());
+    }
+
+    // --- running jobs ----------------------------------------------------
+
+    void reap(steady_point now) {
+        for (std::size_t i = 0; i < runs_.size();) {
+            auto& r = runs_[i];
+            if (!r.exit) r.exit = r.job.poll();
+            if (!r.exit) {
+                if (r.stopping && !r.killed && now >= r.kill_at) {
+                    r.job.kill();
+                    r.killed = true;
+                }
+                ++i;
+                continue;
+            }
+            if (!record_end(r)) {
+                ++i;  // the store did not answer: record on the next tick
+                continue;
+            }
+            runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(i));
+            walk_now_ = true;  // a slot waiting for this run may start
+        }
+    }
+
+    // Records how a job ended; false when the store must be asked again.
+    bool record_end(run& r) {
+        const auto status = detail::cron_exit_text(*r.exit);
+        if (r.stopping && !r.record_failure) return true;  // lost: nothing recorded
+        result<void> w;
+        if (r.record_failure) {
+            w = run_ledger_.fail(r.which, r.fence, r.stop_reason + " (" + status + ")");
+        } else if (*r.exit == 0) {
+            w = run_ledger_.complete(r.which, r.fence, status);
+        } else if (r.attempt >= opt_.max_attempts) {
+            w = run_ledger_.complete(r.which, r.fence, std::string(detail::cron_failed) + status);
+        } else {
+            w = run_ledger_.fail(r.which, r.fence, status);
+        }
+        if (!w) {
+            if (w.error() == errc::stale_fence) {
+                // Revoked or taken over since the last heartbeat (or a repeat of
+                // a write that applied): the slot is not ours to record.
+                emit(cron_event::lost, r.which, r.fence, r.attempt, status + ", not recorded: the claim had ended");
+                return true;
+            }
+            store_error(r.which, "recording the status", w.error());
+            return false;
+        }
+        emit(cron_event::finished, r.which, r.fence, r.attempt, status);
+        return true;
+    }
+
+    void renew(steady_point now) {
+        for (auto& r : runs_) {
+            if (r.exit || r.stopping || now < r.next_heartbeat) continue;
+            auto h = run_ledger_.heartbeat(r.which, r.fence);
+            if (h) {
+                r.last_renewed = now;
+                r.next_heartbeat = now + opt_.heartbeat;
+                continue;
+            }
+            if (h.error() == errc::stale_fence) {
+                begin_stop(r, "claim lost: a newer claim holds the slot", false, now);
+                continue;
+            }
+            store_error(r.which, "heartbeat", h.error());
+            r.next_heartbeat = now + std::min<std::chrono::milliseconds>(opt_.heartbeat, std::chrono::milliseconds{500});
+            // Unconfirmed for a whole lease: another instance may hold it now.
+            if (now - r.last_renewed >= opt_.lease_ttl)
+                begin_stop(r, "claim not renewed for a whole lease: it may have ended", false, now);
+        }
+    }
+
+    void begin_stop(run& r, std::string reason, bool record, steady_point now) {
+        r.stopping = true;
+        r.record_failure = record;
+        r.stop_reason = std::move(reason);
+        r.kill_at = now + opt_.stop_grace;
+        emit(record ? cron_event::stopping : cron_event::lost, r.which, r.fence, r.attempt, r.stop_reason);
+        r.job.terminate();
+        if (opt_.stop_grace == std::chrono::milliseconds::zero()) {
+            r.job.kill();
+            r.killed = true;
+        }
+    }
+
+    run* mine(const slot& s) {
+        for (auto& r : runs_)
+            if (r.which == s && !r.stopping) return &r;
+        return nullptr;
+    }
+
+    bool start(const slot& s, fence_token fence, std::uint32_t attempt, std::int64_t started_ns) {
+        const cron_context ctx{s, fence, attempt, format_utc(s.scheduled()), opt_.worker};
+        try {
+            auto h = launcher_->start(ctx);
+            const auto now = steady_.now();
+            runs_.push_back(run{s, fence, attempt, started_ns, std::move(h), now + opt_.heartbeat, now, false, false, {}, {}, false, {}});
+            emit(cron_event::started, s, fence, attempt);
+            return true;
+        } catch (const std::exception& e) {
+            const std::string why = std::string("cannot start: ") + e.what();
+            auto w = attempt >= opt_.max_attempts
+                         ? run_ledger_.complete(s, fence, std::string(detail::cron_failed) + why)
+                         : run_ledger_.fail(s, fence, why);
+            if (!w) store_error(s, "recording a failed start", w.error());
+            emit(cron_event::finished, s, fence, attempt, why);
+            return false;
+        }
+    }
+
+    // --- the walk over due slots ------------------------------------------
+
+    std::string cursor_key() const { return detail::cron_cursor_key(sched_->job()); }
+
+    // Every slot at or before the cursor is settled (nothing left to do).
+    result<std::chrono::sys_seconds> read_cursor(std::chrono::sys_seconds now) {
+        auto v = store_->fence_read(cursor_key());
+        if (!v) return unexpected(v.error());
+        if (v->written) return std::chrono::sys_seconds{std::chrono::seconds{static_cast<std::int64_t>(v->fence - 1)}};
+        // A new job starts now: slots before its first instance are not its.
+        if (!write_cursor(now)) return unexpected(make_error_code(errc::outcome_unknown));
+        auto again = store_->fence_read(cursor_key());
+        if (!again) return unexpected(again.error());
+        return std::chrono::sys_seconds{std::chrono::seconds{static_cast<std::int64_t>(again->fence - 1)}};
+    }
+    bool write_cursor(std::chrono::sys_seconds t) {
+        const auto token = static_cast<fence_token>(t.time_since_epoch().count()) + 1;
+        auto w = store_->fence_write(cursor_key(), token, detail::cron_cursor_text(*sched_, t));
+        return w || w.error().code == errc::stale_fence;  // another instance moved it further
+    }
+
+    // Claims and starts what is due; true when the step budget ran out.
+    bool walk() {
+        using namespace std::chrono;
+        const auto now = floor<seconds>(sys_time<nanoseconds>{nanoseconds{since_epoch_ns(clock_.now())}});
+        walked_to_ = now;
+        auto cur = read_cursor(now);
+        if (!cur) {
+            emit(cron_event::error, slot(sched_->job(), {}), 0, 0, "reading the job's cursor: " + cur.error().message());
+            return false;
+        }
+        auto cursor = *cur;
+        // Slots too old to record are counted, not walked one by one.
+        const auto record_from = now - duration_cast<seconds>(opt_.record_window) + seconds{60};
+        if (cursor < record_from) {
+            std::size_t n = 0;
+            std::optional<fire> first, last;
+            for (auto t = cursor; n < 1'000'000;) {
+                auto f = sched_->next_after(t);
+                if (!f || f->utc >= record_from) break;
+                if (!first) first = *f;
+                t = f->utc;
+                last = std::move(f);
+                ++n;
+            }
+            if (n > 0)
+                emit(cron_event::missed, first->which, 0, 0,
+                     std::to_string(n) + " slots through " + last->which.to_string() +
+                         " (older than the record window: not recorded one by one)");
+            const auto to = n == 1'000'000 ? last->utc : record_from - seconds{1};
+            if (!write_cursor(to)) return false;
+            cursor = to;
+        }
+        std::size_t steps = 0;
+        bool going = false;          // an earlier slot's run goes on (here or elsewhere)
+        // When the earliest run still going started (the store's clock): under
+        // forbid a slot due after it is skipped, one due before waits its turn.
+        std::int64_t going_since = std::numeric_limits<std::int64_t>::max();
+        bool settled_prefix = true;  // every slot walked so far is settled
+        auto settled_to = cursor;
+        std::vector<std::pair<slot, fence_token>> runs_going;  // for replace
+        for (auto t = cursor; steps < opt_.steps_per_tick;) {
+            auto f = sched_->next_after(t);
+            if (!f || f->utc > now) break;
+            t = f->utc;
+            const slot& s = f->which;
+            const auto after = sched_->next_after(t);
+            const bool latest = !after || after->utc > now;  // no later slot is due yet
+            bool settled = false;
+            const auto due_ns = detail::ns_of_ms_saturated(s.scheduled().time_since_epoch().count());
+            if (run* r = mine(s)) {
+                going = true;
+                going_since = std::min(going_since, r->started_ns);
+                runs_going.emplace_back(r->which, r->fence);
+            } else if (going && opt_.overlap == overlap_policy::skip && due_ns <= going_since) {
+                // forbid: a slot that was due before the going run started
+                // (a catch-up slot) waits its turn.
+            } else {
+                ++steps;
+                auto c = run_ledger_.claim(s, opt_.worker);
+                if (!c) {
+                    store_error(s, "claim", c.error());
+                    break;
+                }
+                switch (c->kind) {
+                case claim_outcome::replayed:
+                case claim_outcome::payload_mismatch: settled = true; break;
+                case claim_outcome::in_progress:
+                    if (c->holder == opt_.worker) {
+                        // Our own claim whose answer was lost: it is ours to run.
+                        emit(cron_event::claimed, s, c->fence, c->attempt, "a claim whose answer was lost");
+                        const auto since = c->lease_until_ns - ttl_ns();
+                        if (!start(s, c->fence, c->attempt, since)) settled = true;
+                        going = true;
+                        going_since = std::min(going_since, since);
+                        break;
+                    }
+                    going = true;
+                    runs_going.emplace_back(s, c->fence);
+                    if (opt_.overlap == overlap_policy::skip) {
+                        ++steps;
+                        auto rec = run_ledger_.read(s);  // when that run started
+                        going_since = std::min(going_since, rec && *rec ? (*rec)->started_ns : std::numeric_limits<std::int64_t>::min());
+                    }
+                    break;
+                case claim_outcome::expired: settled = settle_late(s, going, going_since, runs_going, steps); break;
+                case claim_outcome::granted:
+                    emit(cron_event::claimed, s, c->fence, c->attempt);
+                    settled = granted(s, *c, going, latest, runs_going, steps);
+                    if (!settled) {
+                        going = true;
+                        going_since = std::min(going_since, c->lease_until_ns - ttl_ns());
+                    }
+                    break;
+                }
+            }
+            if (settled && settled_prefix) settled_to = t;
+            if (!settled) settled_prefix = false;
+        }
+        if (settled_to > cursor) (void)write_cursor(settled_to);
+        return steps >= opt_.steps_per_tick;
+    }
+
+    // A granted claim of a due slot; true when the slot is settled.
+    bool granted(const slot& s, const claim_outcome& c, bool going, bool latest,
+                 const std::vector<std::pair<slot, fence_token>>& runs_going, std::size_t& steps) {
+        if (opt_.overlap == overlap_policy::replace && !latest) {
+            // replace: only the newest due slot runs; older ones are replaced by it.
+            return close(s, c.fence, std::string(detail::cron_replaced) + "a newer due slot", cron_event::replaced);
+        }
+        if (going && opt_.overlap == overlap_policy::skip)
+            return close(s, c.fence, std::string(detail::cron_skipped) + "the previous run was still going",
+                         cron_event::skipped);
+        if (going && opt_.overlap == overlap_policy::replace) {
+            for (const auto& [old, fence] : runs_going) {
+                ++steps;
+                auto v = run_ledger_.revoke(old, std::string(detail::cron_replaced) + s.to_string());
+                if (!v) {
+                    if (v.error() != errc::stale_fence) store_error(old, "revoke", v.error());
+                    continue;
+                }
+                emit(cron_event::replaced, old, fence, 0, "by " + s.to_string());
+                // Close the revoked slot at once, so that nobody runs it again.
+                auto again = record_ledger_.claim(old, opt_.worker);
+                if (again && again->kind == claim_outcome::granted)
+                    (void)run_ledger_.complete(old, again->fence, std::string(detail::cron_replaced) + s.to_string());
+            }
+        }
+        return !start(s, c.fence, c.attempt, c.lease_until_ns - ttl_ns());
+    }
+
+    std::int64_t ttl_ns() const noexcept { return static_cast<std::int64_t>(opt_.lease_ttl.count()) * 1'000'000; }
+
+    // Records a granted slot as done without running it.
+    bool close(const slot& s, fence_token fence, const std::string& why, cron_event::kind_t k) {
+        auto w = run_ledger_.complete(s, fence, why);
+        if (!w) {
+            if (w.error() == errc::stale_fence) return true;
+            store_error(s, "recording", w.error());
+            return false;
+        }
+        emit(k, s, fence, 0, why);
+        return true;
+    }
+
+    // A slot past its start window (the store said so): recorded as missed if
+    // it has no record; a failed one stays failed; an abandoned claim (its
+    // holder's lease ended) is closed as failed. True when settled.
+    bool settle_late(const slot& s, bool& going, std::int64_t& going_since,
+                     std::vector<std::pair<slot, fence_token>>& runs_going, std::size_t& steps) {
+        ++steps;
+        auto r = record_ledger_.read(s);
+        if (!r) {
+            store_error(s, "read", r.error());
+            return false;
+        }
+        using st = ledger_record::state_t;
+        if (*r && (*r)->state == st::done) return true;
+        if (*r && (*r)->state == st::idle && (*r)->attempt > 0) return true;  // failed: final now
+        ++steps;
+        auto c = record_ledger_.claim(s, opt_.worker);
+        if (!c) {
+            store_error(s, "claim", c.error());
+            return false;
+        }
+        switch (c->kind) {
+        case claim_outcome::granted:
+            if (c->attempt > 1 || (*r && (*r)->state == st::running))
+                return close(s, c->fence, std::string(detail::cron_failed) + std::string(detail::cron_abandoned),
+                             cron_event::missed);
+            return close(s, c->fence, std::string(detail::cron_missed), cron_event::missed);
+        case claim_outcome::in_progress:
+            going = true;  // a long run past its window
+            runs_going.emplace_back(s, c->fence);
+            going_since = std::min(going_since, *r ? (*r)->started_ns : std::numeric_limits<std::int64_t>::min());
+            return false;
+        case claim_outcome::expired:
+            emit(cron_event::missed, s, 0, 0, "older than the record window: not recorded");
+            return true;
+        case claim_outcome::replayed:
+        case claim_outcome::payload_mismatch: return true;
+        }
+        return true;
+    }
+
+    steady_point next_wake(steady_point now, bool more) const {
+        if (more) return now;
+        using namespace std::chrono;
+        auto wake = now + hours{1};
+        for (const auto& r : runs_) {
+            if (r.exit) return now + milliseconds{200};  // retry recording
+            if (!r.stopping) wake = std::min(wake, r.next_heartbeat);
+            else if (!r.killed) wake = std::min(wake, r.kill_at);
+        }
+        if (claiming_) wake = std::min(wake, next_walk_);
+        return wake;
+    }
+
+    // How long until the first fire after the last walk's time, on the wall
+    // clock (0 when it has come; an hour at most).
+    typename Steady::duration until_next_fire() const {
+        using namespace std::chrono;
+        const auto wall = clock_.now();
+        auto until = duration_cast<nanoseconds>(hours{1});
+        if (auto f = sched_->next_after(walked_to_))
+            until = std::clamp(nanoseconds{since_epoch_ns(f->utc)} - nanoseconds{since_epoch_ns(wall)}, nanoseconds::zero(), until);
+        return duration_cast<typename Steady::duration>(until);
+    }
+
+    void sleep_until(steady_point t, std::chrono::milliseconds poll) {
+        steady_.sleep_until(std::min(t, steady_.now() + poll));
+    }
+
+    Store* store_;
+    const schedule* sched_;
+    Launcher* launcher_;
+    cron_options opt_;
+    Clock clock_;
+    Steady steady_;
+    basic_job_ledger<Store> run_ledger_;     // replay window = the start window: the store says "too late"
+    basic_job_ledger<Store> record_ledger_;  // replay window = the record window: to record missed slots
+    std::vector<run> runs_;
+    bool claiming_ = true;
+    bool walk_now_ = true;
+    std::chrono::sys_seconds walked_to_{};  // the wall-clock second the last walk went up to
+    steady_point next_walk_{};
+};
+
+}  // namespace coord

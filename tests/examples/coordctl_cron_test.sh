@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The cron runner across processes on one store (file, SQLite, PostgreSQL,
+# Redis): two jobs on a two-second schedule for 20 seconds, each run by
+# three `coordctl cron run` processes at once.
+# - Job A, undisturbed: every slot between the first and the last ran
+#   exactly once.
+# - Job B (overlap allowed), whose command writes its effect to a fenced key
+#   under COORD_FENCE after a second: one runner is SIGKILLed mid-command
+#   (with its command: a machine that died), another SIGSTOPped with its
+#   command past its lease, the command resumed first (it writes late), then
+#   the runner. Every slot ran, each slot's effect was accepted exactly once,
+#   and the stopped runner's late write was refused.
+# `coordctl cron status` shows every slot done.
+#
+#   coordctl_cron_test.sh COORDCTL STORE   (STORE: file, sqlite, postgres:CONNINFO or redis://HOST:PORT/DB)
+set -u
+ctl="$1"
+store="$2"
+work=$(mktemp -d /tmp/coordctl_cron.XXXXXX)
+err="$work/stderr"
+trap 'kill -KILL $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
+case "$store" in  # "file" and "sqlite": a fresh store of that kind
+  file) store="file:$work/store" ;;
+  sqlite) store="sqlite:$work/store.db" ;;
+esac
+
+"$ctl" store init --store "$store" >/dev/null 2>&1  # redis: once (refused when done already: fine)
+id="$(date +%s%N | tail -c 9)$$"
+job_a="cronA$id"
+job_b="cronB$id"
+common=(--store "$store" --cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20s --stop-grace 5s)
+
+cat > "$work/job_b.sh" <<EOF
+#!/usr/bin/env bash
+# Job B: a second's work, then the effect, written under the slot's fence.
+sleep 1
+if out=\$("$ctl" fence write --store "$store" --key "effect/\$COORD_SLOT" --token "\$COORD_FENCE" --value "\$COORD_ATTEMPT" 2>&1); then
+  echo "accepted \$COORD_SLOT \$COORD_FENCE" >> "$work/effects"
+else
+  echo "refused \$COORD_SLOT \$COORD_FENCE \$out" >> "$work/effects"
+fi
+EOF
+chmod +x "$work/job_b.sh"
+
+pids_a=() pids_b=()
+for i in 1 2 3; do
+  "$ctl" cron run "${common[@]}" --job "$job_a" --worker "A$i" -- \
+    sh -c 'echo "$COORD_SLOT $COORD_FENCE $COORD_ATTEMPT $COORD_SCHEDULED_AT" >> "$0"; sleep 0.3' "$work/runs_a" \
+    2> "$work/a$i.log" &
+  pids_a+=($!)
+  "$ctl" cron run "${common[@]}" --job "$job_b" --worker "B$i" --overlap allow -- "$work/job_b.sh" 2> "$work/b$i.log" &
+  pids_b+=($!)
+done
+
+# next_start I...: waits (10 s at most) for the next command one of runners
+# B<I>... starts; prints "I PID" (the runner, the command's process group).
+next_start() {
+  local i t line
+  declare -A seen
+  for i in "$@"; do seen[$i]=$(grep -c ' started ' "$work/b$i.log"); done
+  for t in $(seq 1 200); do
+    for i in "$@"; do
+      line=$(grep ' started ' "$work/b$i.log" | tail -n +"$(( ${seen[$i]} + 1 ))" | head -1)
+      if [ -n "$line" ]; then echo "$i $(echo "${line##*pid=}" | cut -d' ' -f1)"; return 0; fi
+    done
+    sleep 0.05
+  done
+  return 1
+}
+
+# At about 5 s: the next runner to start a command dies with its command mid-way.
+sleep 4
+read -r killed job < <(next_start 1 2 3) || fail "no runner of job B started a command"
+kill -KILL "${pids_b[$((killed - 1))]}"; kill -KILL -- "-$job" 2>/dev/null
+echo "killed B$killed and its command (pid $job)"
+# At about 10 s: the next of the others to start a command is stopped with it
+# for 3.5 s (the lease is 1.5 s).
+sleep 4
+others=()
+for i in 1 2 3; do [ "$i" != "$killed" ] && others+=("$i"); done
+read -r stopped job < <(next_start "${others[@]}") || fail "no other runner of job B started a command"
+kill -STOP "${pids_b[$((stopped - 1))]}"; kill -STOP -- "-$job" 2>/dev/null
+echo "stopped B$stopped and its command (pid $job)"
+sleep 3.5
+# The command wakes first (its runner is still paused) and writes late, under
+# its old fence; then the runner wakes and learns it lost the slot.
+kill -CONT -- "-$job" 2>/dev/null
+sleep 1.5
+kill -CONT "${pids_b[$((stopped - 1))]}"
+echo "resumed B$stopped"
+
+for i in 1 2 3; do
+  wait "${pids_a[$((i - 1))]}" || fail "runner A$i exited with $?"
+  [ "$i" = "$killed" ] || wait "${pids_b[$((i - 1))]}" || fail "runner B$i exited with $?"
+done
+
+# every_slot FILE FIELD: the slots (field 1 of "accepted" lines, or of every
+# line) from the first to the last, two seconds apart: none missing.
+check_every_slot() {
+  local what="$1" slots="$2" first last t n
+  n=$(echo "$slots" | grep -c .)
+  [ "$n" -ge 8 ] || { fail "$what: only $n slots ran in 20 s: $slots"; return; }
+  first=$(echo "$slots" | head -1 | sed 's/.*@//; s/Z$//')
+  last=$(echo "$slots" | tail -1 | sed 's/.*@//; s/Z$//')
+  t=$(date -u -d "$first" +%s)
+  while [ "$t" -le "$(date -u -d "$last" +%s)" ]; do
+    echo "$slots" | grep -qx "[^@]*@$(date -u -d "@$t" +%Y-%m-%dT%H:%M:%SZ)" || fail "$what: slot at $(date -u -d "@$t" +%T) did not run"
+    t=$((t + 2))
+  done
+}
+
+# Job A: each slot once.
+slots_a=$(cut -d' ' -f1 "$work/runs_a" | sort)
+dups=$(echo "$slots_a" | uniq -d)
+[ -z "$dups" ] || fail "job A: slots ran twice: $dups"
+check_every_slot "job A" "$(echo "$slots_a" | uniq)"
+grep -q " 1 1 " "$work/runs_a" || fail "job A: no first attempt with fence 1: $(head -3 "$work/runs_a")"
+awk '{ sub(/.*@/, "", $1); if (substr($4, 1, 19) != substr($1, 1, 19)) exit 1 }' "$work/runs_a" \
+  || fail "job A: COORD_SCHEDULED_AT is not the slot's time: $(head -3 "$work/runs_a")"
+
+# Job B: each slot's effect accepted once; the late write refused.
+accepted=$(grep '^accepted' "$work/effects" | cut -d' ' -f2 | sort)
+dups=$(echo "$accepted" | uniq -d)
+[ -z "$dups" ] || fail "job B: effects accepted twice: $dups"
+check_every_slot "job B" "$(echo "$accepted" | uniq)"
+grep -q '^refused .* stale fence' "$work/effects" || fail "job B: the stopped runner's late write was not refused: $(cat "$work/effects")"
+grep -q ' lost .*not recorded' "$work/b$stopped.log" || fail "runner B$stopped did not log that it lost its slot: $(cat "$work/b$stopped.log")"
+
+# The books: status shows the slots done, with worker, attempt and exit 0.
+status=$("$ctl" cron status --store "$store" --job "$job_a" -n 30); rc=$?
+[ "$rc" = 0 ] || fail "cron status: rc=$rc"
+echo "$status"
+[ "$(echo "$status" | head -1 | awk '{print $1, $2, $3, $4, $5}')" = "SLOT STATE WORKER ATTEMPT EXIT" ] || fail "status header: $status"
+[ "$(echo "$status" | awk 'NR > 1 && $2 == "done" && $3 ~ /^A[123]$/ && $4 == 1 && $5 == 0' | wc -l)" -ge 8 ] \
+  || fail "job A's status does not show its slots done"
+status_b=$("$ctl" cron status --store "$store" --job "$job_b" -n 30)
+echo "$status_b"
+echo "$status_b" | awk 'NR > 1 && $2 != "done" && $2 != "none"' | grep -q . && fail "job B has slots not done: $status_b"
+expect 3 "refused: no cron runner has run this job on this store" -- cron status --store "$store" --job "never$id"
+
+if [ "$failures" -gt 0 ]; then
+  for l in "$work"/*.log; do echo "--- $l"; cat "$l"; done
+  echo "--- effects"; cat "$work/effects"
+  echo "$failures failure(s)"; exit 1
+fi
+echo "coordctl cron on $store: ok"
