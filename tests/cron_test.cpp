@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "coord/cron.hpp"
+#ifdef COORD_STORE_HEADER_INCLUDED
+#error "coord/cron.hpp includes a store: a primitive includes none (docs/ARCHITECTURE.md)"
+#endif
 #include "coord/fence.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"

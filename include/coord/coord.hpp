@@ -3,7 +3,7 @@
 //
 // Convenient for a first try; examples and real code include the headers of
 // the primitives they use (<coord/fence.hpp>, <coord/storage/file.hpp>, ...).
-// coord/schedule.hpp (date/tz), the engine adapters and coord/session.hpp
+// coord/schedule.hpp and coord/cron.hpp (date/tz), the engine adapters and coord/session.hpp
 // need their own libraries and targets and are not included here.
 #pragma once
 
