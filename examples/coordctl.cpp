@@ -87,7 +87,7 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
     "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd://HOST:PORT[,...] or\n"
-    "   zookeeper://HOST:PORT[,...][/ROOT] (no ledger or sessions on etcd and zookeeper); every command with a store\n"
+    "   zookeeper://HOST:PORT[,...][/ROOT] (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s)\n"
     "  store init    --store S [--force]   (once before first use: a store that can lose its data, redis://,\n"
@@ -701,7 +701,7 @@ int ledger_claim(const std::vector<std::string_view>& args) {
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::ledger_store<Store>) {
-            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd has no clock to judge its replay window on: use file, sqlite, postgres, redis or zookeeper)");
         } else {
         coord::basic_job_ledger<Store> ledger{store, opt};
         auto c = ledger.claim(slot, worker);
@@ -733,7 +733,7 @@ int ledger_command(std::string_view verb, const std::vector<std::string_view>& a
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!coord::ledger_store<Store>) {
-            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd has no clock to judge its replay window on: use file, sqlite, postgres, redis or zookeeper)");
         } else {
         coord::basic_job_ledger<Store> ledger{store, opt};
         const auto worker = "coordctl-" + std::to_string(::getpid());
@@ -1013,7 +1013,7 @@ int cron_run(const std::vector<std::string_view>& all) {
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!(coord::ledger_store<Store> && coord::fence_store<Store>)) {
-            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd has no clock to judge its replay window on: use file, sqlite, postgres, redis or zookeeper)");
         } else {
             coord::basic_cron_runner<Store, process_launcher> runner{store, *sched, launcher, opt};
             std::fprintf(stderr, "coordctl cron: worker %s runs %s (%s, %s)\n", printable(opt.worker).c_str(),
@@ -1040,7 +1040,7 @@ int cron_status(const std::vector<std::string_view>& args) {
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!(coord::ledger_store<Store> && coord::fence_store<Store>)) {
-            throw usage_error("this store keeps no job ledger (etcd, zookeeper: use file, sqlite, postgres or redis)");
+            throw usage_error("this store keeps no job ledger (etcd has no clock to judge its replay window on: use file, sqlite, postgres, redis or zookeeper)");
         } else {
             const auto now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
             auto h = coord::cron_history(store, job, now, static_cast<std::size_t>(count));

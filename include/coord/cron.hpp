@@ -357,7 +357,7 @@ public:
     /// another instance may run the slot again within its window.
     void stop_all() {
         for (auto& r : runs_)
-            if (!r.stopping) begin_stop(r, "stopped: the runner shut down", true, steady_.now());
+            if (!r.stopping && !r.exit) begin_stop(r, "stopped: the runner shut down", true, steady_.now());
     }
 
     /// How many jobs this instance has running (including ones being stopped).
@@ -366,7 +366,9 @@ public:
     /// Runs ticks until `stop` is set (then shuts down gracefully: no new
     /// claims, running jobs get stop_grace to finish, then are stopped) or,
     /// when given, until `until` on the steady clock (the same shutdown).
-    /// `poll` bounds each sleep (job exits are noticed within it).
+    /// `poll` bounds each sleep (job exits are noticed within it). A status
+    /// the store would not take is given up a lease after the jobs ended
+    /// (the claim then lapses, and another instance runs the slot again).
     void run_until(const std::atomic<bool>& stop, std::optional<steady_point> until = std::nullopt,
                    std::chrono::milliseconds poll = std::chrono::milliseconds{50}) {
         auto done = [&] { return stop.load(std::memory_order_relaxed) || (until && steady_.now() >= *until); };
@@ -375,7 +377,13 @@ public:
         const auto grace_end = steady_.now() + opt_.stop_grace;
         while (running() > 0 && steady_.now() < grace_end) sleep_until(std::min(tick(), grace_end), poll);
         if (running() > 0) stop_all();
-        while (running() > 0) sleep_until(tick(), poll);
+        const auto give_up = steady_.now() + opt_.stop_grace + opt_.lease_ttl;
+        while (running() > 0 && steady_.now() < give_up) sleep_until(std::min(tick(), give_up), poll);
+        for (auto& r : runs_) {  // never leave a job behind
+            if (!r.exit) r.job.kill();
+            emit(cron_event::error, r.which, r.fence, r.attempt, "gave up recording its status at shutdown");
+        }
+        runs_.clear();
     }
 
     const cron_options& options() const noexcept { return opt_; }
@@ -532,6 +540,11 @@ private:
             if (r.which == s && !r.stopping) return &r;
         return nullptr;
     }
+    bool stopping_here(const slot& s) const {
+        for (const auto& r : runs_)
+            if (r.which == s && r.stopping) return true;
+        return false;
+    }
 
     bool start(const slot& s, fence_token fence, std::uint32_t attempt, std::int64_t started_ns) {
         const cron_context ctx{s, fence, attempt, format_utc(s.scheduled()), opt_.worker};
@@ -640,7 +653,7 @@ private:
                 case claim_outcome::replayed:
                 case claim_outcome::payload_mismatch: settled = true; break;
                 case claim_outcome::in_progress:
-                    if (c->holder == opt_.worker) {
+                    if (c->holder == opt_.worker && !stopping_here(s)) {
                         // Our own claim whose answer was lost: it is ours to run.
                         emit(cron_event::claimed, s, c->fence, c->attempt, "a claim whose answer was lost");
                         const auto since = c->lease_until_ns - ttl_ns();

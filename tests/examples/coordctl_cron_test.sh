@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The cron runner across processes on one store (file, SQLite, PostgreSQL,
-# Redis): two jobs on a two-second schedule for 20 seconds, each run by
+# Redis, ZooKeeper): two jobs on a two-second schedule for 20 seconds, each run by
 # three `coordctl cron run` processes at once.
 # - Job A, undisturbed: every slot between the first and the last ran
 #   exactly once.
@@ -13,7 +13,7 @@
 #   and the stopped runner's late write was refused.
 # `coordctl cron status` shows every slot done.
 #
-#   coordctl_cron_test.sh COORDCTL STORE   (STORE: file, sqlite, postgres:CONNINFO or redis://HOST:PORT/DB)
+#   coordctl_cron_test.sh COORDCTL STORE   (STORE: file, sqlite, postgres:CONNINFO, redis://HOST:PORT/DB or zookeeper://HOST:PORT)
 set -u
 ctl="$1"
 store="$2"
@@ -29,6 +29,7 @@ esac
 
 "$ctl" store init --store "$store" >/dev/null 2>&1  # redis: once (refused when done already: fine)
 id="$(date +%s%N | tail -c 9)$$"
+case "$store" in zookeeper://*) store="$store/cron$id" ;; esac  # a root of this run's own
 job_a="cronA$id"
 job_b="cronB$id"
 common=(--store "$store" --cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20s --stop-grace 5s)

@@ -17,7 +17,8 @@ engine_store_checks "$store" "$run" 11
 # A dead endpoint first: the next one answers.
 expect 0 "fence=18446744073709551615 value=top" -- fence read --store "etcd://127.0.0.1:1,${url#etcd://}" --key "$run"
 # What etcd does not keep is a clear usage error (2), naming the alternatives.
-no_ledger_or_sessions "$store"
+no_sessions "$store"
+no_ledger "$store"
 # Bad addresses: malformed is usage (2); nobody listening is infrastructure (1).
 expect 2 "" -- fence read --store "etcd://127.0.0.1" --key k
 expect 1 "" -- fence read --store "etcd://127.0.0.1:1" --key k --timeout 2s

@@ -44,10 +44,14 @@ engine_store_checks() {
   [ "$rc" = 0 ] && [ "$(echo "$ids" | sort -n | uniq | wc -l)" = 3 ] || fail "snowflake with --state $store: rc=$rc '$ids'"
 }
 
-# no_ledger_or_sessions STORE: what the store does not keep is a clear usage error (2).
-no_ledger_or_sessions() {
+# no_sessions STORE / no_ledger STORE: what the store does not keep is a clear usage error (2).
+no_sessions() {
   expect 2 "" -- session create --store "$1" --user alice
   grep -q "keeps no sessions" "$err" || fail "sessions on $1: $(cat "$err")"
+}
+no_ledger() {
   expect 2 "" -- ledger claim --store "$1" --slot "billing$$@$(date -u +%Y-%m-%dT%H:%M)Z" --worker A
   grep -q "keeps no job ledger" "$err" || fail "ledger on $1: $(cat "$err")"
+  expect 2 "" -- cron run --store "$1" --job j --cron "* * * * *" --tz UTC -- true
+  grep -q "keeps no job ledger" "$err" || fail "cron on $1: $(cat "$err")"
 }

@@ -13,7 +13,8 @@
 //
 // Not modeled: sessions (every load moves last_seen: a Raft write per request,
 // which is not what etcd is for; keep sessions in Redis, PostgreSQL or
-// SQLite), the ledger and the waiting acquire.
+// SQLite), the ledger (its replay window and retention are instants a
+// store's clock must judge, and etcd shows no clock) and the waiting acquire.
 //
 //   coord::etcd::store store{"etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379"};
 //   coord::basic_lease_manager leases{store};

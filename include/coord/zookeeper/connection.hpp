@@ -165,6 +165,7 @@ struct reply {
     std::string path;  // a create's path
     std::vector<int> results;  // a multi's per-operation codes
     std::vector<Stat> stats;   // and stats (set operations)
+    std::vector<std::string> names;  // a node's children
 };
 
 /// The state one request shares with its completion (which may come after

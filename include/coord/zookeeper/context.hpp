@@ -106,7 +106,8 @@ public:
         std::vector<std::string> paths;
         for (std::size_t i = 1; i <= root_.size(); ++i)
             if (i == root_.size() || root_[i] == '/') paths.push_back(root_.substr(0, i));
-        for (const char* kind : {"fence", "lease", "slease", "segment", "reservation", "clock"}) paths.push_back(path(kind));
+        for (const char* kind : {"fence", "lease", "slease", "segment", "reservation", "ledger", "clock"})
+            paths.push_back(path(kind));
         for (const auto& p : paths) {
             auto r = create(p, "", 0);
             if (!r && r.error() != errc::request_failed) return unexpected(r.error());
@@ -134,6 +135,27 @@ public:
         if (r->rc == ZNONODE) return std::optional<node>{};
         if (r->rc != ZOK) return unexpected(session::failure(r->rc, false));
         return std::optional<node>{node{std::move(r->data), r->stat}};
+    }
+
+    /// The names of a node's children (a missing node has none).
+    result<std::vector<std::string>> children(const std::string& p) {
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_aget_children(zh, p.c_str(), 0,
+                                         [](int rc, const String_vector* names, const void* d) {
+                                             finish(d, [&](reply& out) {
+                                                 out.rc = rc;
+                                                 if (rc == ZOK && names)
+                                                     for (int i = 0; i < names->count; ++i) out.names.emplace_back(names->data[i]);
+                                             });
+                                         },
+                                         data);
+            },
+            false);
+        if (!r) return unexpected(r.error());
+        if (r->rc == ZNONODE) return std::vector<std::string>{};
+        if (r->rc != ZOK) return unexpected(session::failure(r->rc, false));
+        return std::move(r->names);
     }
 
     /// setData with a version (-1: any). The reply's rc is the caller's to

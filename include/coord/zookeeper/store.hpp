@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/zookeeper/store.hpp: coord's stores on ZooKeeper (the C client,
 // libzookeeper_mt), target coord::zookeeper. Leases whose terms the
-// ensemble's clock judges, zxids as fence tokens, fenced writes and segment
-// ranges as versioned compare-and-sets, and leases bound to a session.
+// ensemble's clock judges, zxids as fence tokens, fenced writes, segment
+// ranges and the job ledger as versioned compare-and-sets, and leases bound
+// to a session.
 //
 // The engine in layers, one header each:
 //   connection.hpp   errors, options, the URL, the session, every call under a deadline
 //   context.hpp      node paths, the requests, records, the ensemble's clock
-//   fence.hpp lease.hpp session_lease.hpp segment.hpp reservation.hpp
+//   fence.hpp lease.hpp session_lease.hpp segment.hpp reservation.hpp ledger.hpp
 //                    one adapter per capability; each header says how many
 //                    round trips each operation takes
 // and this header, which gathers them into one store.
 //
 // Not modeled: sessions and revocations (they are per-request writes of
 // growing data, and ZooKeeper keeps its whole tree in memory on every
-// server), the job ledger and the waiting acquire.
+// server) and the waiting acquire.
 //
 //   coord::zookeeper::store store{"zookeeper://zk1:2181,zk2:2181,zk3:2181/coord"};
 //   coord::basic_lease_manager leases{store};                  // outlives the process, for its TTL
@@ -32,6 +33,7 @@
 #include "coord/zookeeper/context.hpp"
 #include "coord/zookeeper/fence.hpp"
 #include "coord/zookeeper/lease.hpp"
+#include "coord/zookeeper/ledger.hpp"
 #include "coord/zookeeper/reservation.hpp"
 #include "coord/zookeeper/segment.hpp"
 #include "coord/zookeeper/session_lease.hpp"
@@ -73,6 +75,7 @@ template <class Clock = server_clock>
 class basic_store : private detail::store_base<Clock>,
                     public fence_adapter<Clock>,
                     public lease_adapter<Clock>,
+                    public ledger_adapter<Clock>,
                     public reservation_adapter<Clock>,
                     public segment_adapter<Clock> {
     using base = detail::store_base<Clock>;
@@ -85,6 +88,7 @@ public:
         : base(url, std::move(clock), std::move(opts)),
           fence_adapter<Clock>(base::context_),
           lease_adapter<Clock>(base::context_),
+          ledger_adapter<Clock>(base::context_),
           reservation_adapter<Clock>(base::context_),
           segment_adapter<Clock>(base::context_),
           session_leases_(base::context_),
@@ -118,5 +122,6 @@ static_assert(lease_store<store>);
 static_assert(lease_store<session_lease_adapter<server_clock>>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
+static_assert(ledger_store<store>);
 
 }  // namespace coord::zookeeper
