@@ -133,6 +133,16 @@ std::chrono::sys_seconds next_minute(const world& w) {
     return std::chrono::ceil<std::chrono::minutes>(std::chrono::floor<std::chrono::seconds>(w.now()) + 1s);
 }
 
+// The job starts with `r`'s first tick; then the clock moves to the first
+// slot and `r` ticks again (it claims and starts the slot). Returns its time.
+std::chrono::sys_seconds to_first_slot(world& w, runner_t& r) {
+    r.tick();
+    const auto first = next_minute(w);
+    w.clock.set(first);
+    r.tick();
+    return first;
+}
+
 // Three instances tick over ten minutes: each slot started once, recorded
 // done with its worker; every instance saw it.
 TEST(CronRunner, ThreeInstancesRunEachSlotOnce) {
@@ -176,9 +186,7 @@ TEST(CronRunner, AnInstancePausedPastItsLeaseLosesTheSlotAndItsLateWriteIsRefuse
     auto s = every_minute();
     auto a = w.runner(s, w.options("a"));
     auto b = w.runner(s, w.options("b"));
-    a->tick();
-    w.clock.set(next_minute(w));
-    a->tick();
+    to_first_slot(w, *a);
     ASSERT_EQ(w.jobs.size(), 1u);
     auto ja = w.jobs[0];
     b->tick();  // in progress: B waits
@@ -215,9 +223,7 @@ TEST(CronRunner, ALostJobThatIgnoresTerminateIsKilledAfterTheGrace) {
     auto s = every_minute();
     auto a = w.runner(s, w.options("a"));
     auto b = w.runner(s, w.options("b"));
-    a->tick();
-    w.clock.set(next_minute(w));
-    a->tick();
+    to_first_slot(w, *a);
     auto ja = w.jobs.at(0);
     ja->dies_on_term = false;
     w.clock.advance(4s);
@@ -274,10 +280,7 @@ TEST(CronRunner, ForbidSkipsASlotWhileThePreviousRunGoesOn) {
     world w;
     auto s = every_minute();
     auto r = w.runner(s, w.options("a"));
-    r->tick();
-    const auto first = next_minute(w);
-    w.clock.set(first);
-    r->tick();
+    const auto first = to_first_slot(w, *r);
     ASSERT_EQ(w.jobs.size(), 1u);
     for (int i = 0; i < 60; ++i) {  // a long job, renewed
         w.clock.advance(1s);
@@ -305,10 +308,7 @@ TEST(CronRunner, ReplaceRevokesTheRunningSlotAndStartsTheNewOne) {
     auto a = w.runner(s, o);
     o.worker = "b";
     auto b = w.runner(s, o);
-    a->tick();
-    const auto first = next_minute(w);
-    w.clock.set(first);
-    a->tick();
+    const auto first = to_first_slot(w, *a);
     auto old_job = w.jobs.at(0);
     for (int i = 0; i < 60; ++i) {
         w.clock.advance(1s);
@@ -341,9 +341,7 @@ TEST(CronRunner, AllowRunsOverlappingSlotsSideBySide) {
     auto o = w.options("a");
     o.overlap = coord::overlap_policy::allow;
     auto r = w.runner(s, o);
-    r->tick();
-    w.clock.set(next_minute(w));
-    r->tick();
+    to_first_slot(w, *r);
     for (int i = 0; i < 61; ++i) {
         w.clock.advance(1s);
         r->tick();
@@ -387,10 +385,7 @@ TEST(CronRunner, AFailedSlotPastItsWindowStaysFailed) {
     world w;
     auto s = every_minute();
     auto r = w.runner(s, w.options("a"));  // window: the 5 s start grace
-    r->tick();
-    const auto first = next_minute(w);
-    w.clock.set(first);
-    r->tick();
+    const auto first = to_first_slot(w, *r);
     w.clock.advance(6s);
     w.jobs.at(0)->exit = 2;
     r->tick();
@@ -409,10 +404,7 @@ TEST(CronRunner, AJobThatCannotStartIsRecordedAsFailed) {
     o.max_attempts = 1;
     auto r = w.runner(s, o);
     w.launchers.back()->fail_to_start = true;
-    r->tick();
-    const auto first = next_minute(w);
-    w.clock.set(first);
-    r->tick();
+    const auto first = to_first_slot(w, *r);
     const auto st = w.status(s, slot_at("report", first));
     EXPECT_EQ(st.state, coord::cron_slot_status::failed);
     EXPECT_NE(st.detail.find("no such command"), std::string::npos) << st.detail;
@@ -429,10 +421,7 @@ TEST(CronRunner, ShutdownStopsClaimingAndAnotherInstanceRerunsTheStoppedSlot) {
     auto ob = w.options("b");
     ob.catch_up = 30s;
     auto b = w.runner(s, ob);
-    a->tick();
-    const auto first = next_minute(w);
-    w.clock.set(first);
-    a->tick();
+    const auto first = to_first_slot(w, *a);
     auto ja = w.jobs.at(0);
     a->stop_claiming();
     a->stop_all();
@@ -522,6 +511,44 @@ TEST(CronRunner, DaylightSavingGapAndFoldThroughTheRunner) {
     }
 }
 
+// A runner whose clock is an hour ahead of the store's: the store refuses
+// late starts, not early ones, so the slot starts early, and the runner says
+// so in its log.
+TEST(CronRunner, AClockAheadOfTheStoresIsLogged) {
+    world w;
+    auto s = every_minute();
+    manual_clock ahead{std::chrono::sys_time<std::chrono::nanoseconds>{w.clock.now().time_since_epoch()} + 1h};
+    fake_launcher l{&w.jobs};
+    runner_t r{w.store, s, l, w.options("a"), ahead, ahead};
+    r.tick();
+    ahead.advance(61s);
+    r.tick();
+    ASSERT_EQ(w.jobs.size(), 1u);
+    bool said = false;
+    for (auto& e : w.events) said = said || (e.kind == coord::cron_event::error && e.detail.find("ahead of the store") != std::string::npos);
+    EXPECT_TRUE(said);
+}
+
+// Records past the record window (8 days) are pruned by the runners.
+TEST(CronRunner, RunnersPruneRecordsPastTheRecordWindow) {
+    world w;
+    auto s = *coord::schedule::make("daily", "0 0 0 * * *", "UTC");
+    auto r = w.runner(s, w.options("a"));
+    r->tick();
+    const auto first = std::chrono::ceil<std::chrono::days>(std::chrono::floor<std::chrono::seconds>(w.now()) + 1s);
+    w.clock.set(first);
+    r->tick();
+    ASSERT_EQ(w.jobs.size(), 1u);
+    w.jobs[0]->exit = 0;
+    r->tick();
+    const auto text = slot_at("daily", first);
+    ASSERT_EQ(w.status(s, text).state, coord::cron_slot_status::done);
+    w.clock.set(first + std::chrono::hours{24 * 8} + 2h);  // past the retention; the next prune is due
+    r->tick();
+    EXPECT_EQ(w.status(s, text).state, coord::cron_slot_status::none);
+    EXPECT_EQ(w.status(s, slot_at("daily", first + std::chrono::hours{24})).state, coord::cron_slot_status::missed);
+}
+
 // The history by job id reads the schedule its runners recorded.
 TEST(CronRunner, HistoryByJobIdAndAnUnknownJob) {
     world w;
@@ -530,9 +557,7 @@ TEST(CronRunner, HistoryByJobIdAndAnUnknownJob) {
     auto none = coord::cron_history(w.store, std::string("nightly"), floor<std::chrono::seconds>(w.now()), 5);
     ASSERT_FALSE(none);
     EXPECT_EQ(none.error(), coord::errc::cron_job_unknown);
-    r->tick();
-    w.clock.set(next_minute(w));
-    r->tick();
+    to_first_slot(w, *r);
     auto h = coord::cron_history(w.store, std::string("nightly"), floor<std::chrono::seconds>(w.now()), 3);
     ASSERT_TRUE(h) << h.error().message();
     ASSERT_EQ(h->size(), 3u);
@@ -594,6 +619,7 @@ TEST(CronRunner, RefusesBadOptions) {
     bad([](coord::cron_options& o) { o.max_attempts = 0; });
     bad([](coord::cron_options& o) { o.record_window = 1h; });
     bad([](coord::cron_options& o) { o.steps_per_tick = 1; });
+    bad([](coord::cron_options& o) { o.prune_every = 1s; });
 }
 
 }  // namespace

@@ -12,6 +12,10 @@
 // instance's own clock only decides when to look: a slot is examined once
 // the local clock reaches its time.
 //
+// A runner whose clock runs ahead of the store's starts slots that early
+// (the store refuses late starts, not early ones; the runner logs the skew
+// it sees); keep the machines' clocks synchronised.
+//
 // The promise: each slot's job is started by one instance at a time; a slot
 // whose claim is lost (the instance was paused past its lease, or a newer
 // slot replaced it) has its job stopped and records nothing, and its late
@@ -157,6 +161,10 @@ struct cron_options {
     /// start window plus a day when longer; else at least the start window
     /// plus a day, at most 100 years.
     std::chrono::milliseconds record_window{0};
+    /// How often this instance prunes the ledger of records past the record
+    /// window (ledger.prune(): every job's on the store), from its first
+    /// tick on: 0 never (then prune elsewhere), else 1 min to 30 days.
+    std::chrono::milliseconds prune_every{std::chrono::hours{1}};
     /// Store operations per tick at most (a long backlog is worked through
     /// over several ticks, heartbeats in between): 8 to 100000.
     std::size_t steps_per_tick = 256;
@@ -346,6 +354,11 @@ public:
             more = walk();
             next_walk_ = more ? s_now : s_now + std::min<typename Steady::duration>(opt_.heartbeat, until_next_fire());
         }
+        if (claiming_ && opt_.prune_every.count() > 0 && (!pruned_ || s_now >= next_prune_)) {
+            pruned_ = true;
+            next_prune_ = s_now + opt_.prune_every;
+            if (auto p = record_ledger_.prune(); !p) emit(cron_event::error, slot(sched_->job(), {}), 0, 0, "prune: " + p.error().message());
+        }
         return next_wake(s_now, more);
     }
 
@@ -413,6 +426,9 @@ private:
         if (o.record_window < window(o) + std::chrono::hours{24} ||
             o.record_window > std::chrono::duration_cast<milliseconds>(std::chrono::years{100}))
             throw std::invalid_argument("cron: record_window must be the start window plus a day to 100 years");
+        if (o.prune_every != milliseconds::zero() &&
+            (o.prune_every < std::chrono::minutes{1} || o.prune_every > std::chrono::hours{24 * 30}))
+            throw std::invalid_argument("cron: prune_every must be 0 or 1 min to 30 days");
         if (o.steps_per_tick < 8 || o.steps_per_tick > 100000)
             throw std::invalid_argument("cron: steps_per_tick must be 8 to 100000");
         return o;
@@ -673,6 +689,11 @@ private:
                 case claim_outcome::expired: settled = settle_late(s, going, going_since, runs_going, steps); break;
                 case claim_outcome::granted:
                     emit(cron_event::claimed, s, c->fence, c->attempt);
+                    if (const auto store_now = c->lease_until_ns - ttl_ns(); due_ns > store_now + 1'000'000'000)
+                        // The store judges lateness, not earliness: say so.
+                        emit(cron_event::error, s, c->fence, c->attempt,
+                             "this instance's clock is " + std::to_string((due_ns - store_now) / 1'000'000) +
+                                 " ms ahead of the store's: the slot starts early");
                     settled = granted(s, *c, going, latest, runs_going, steps);
                     if (!settled) {
                         going = true;
@@ -809,6 +830,8 @@ private:
     std::vector<run> runs_;
     bool claiming_ = true;
     bool walk_now_ = true;
+    bool pruned_ = false;
+    steady_point next_prune_{};
     std::chrono::sys_seconds walked_to_{};  // the wall-clock second the last walk went up to
     steady_point next_walk_{};
 };
