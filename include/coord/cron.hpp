@@ -104,7 +104,7 @@ struct cron_event {
         stopping,  ///< shutting down: the job is asked to stop
         error,     ///< a store call failed (detail: the error); retried on the next tick
     } kind;
-    std::string slot;  ///< canonical slot text
+    std::string slot;  ///< canonical slot text (the job id alone for an error of the whole job)
     fence_token fence = 0;
     std::uint32_t attempt = 0;
     std::string detail;
@@ -357,7 +357,7 @@ public:
         if (claiming_ && opt_.prune_every.count() > 0 && (!pruned_ || s_now >= next_prune_)) {
             pruned_ = true;
             next_prune_ = s_now + opt_.prune_every;
-            if (auto p = record_ledger_.prune(); !p) emit(cron_event::error, slot(sched_->job(), {}), 0, 0, "prune: " + p.error().message());
+            if (auto p = record_ledger_.prune(); !p) job_error("prune: " + p.error().message());
         }
         return next_wake(s_now, more);
     }
@@ -461,6 +461,10 @@ private:
 
     void emit(cron_event::kind_t k, const slot& s, fence_token f, std::uint32_t a, std::string detail = {}) const {
         if (opt_.on_event) opt_.on_event(cron_event{k, s.to_string(), f, a, std::move(detail)});
+    }
+    // An error of the job, not of one slot: the event's slot is the job id alone.
+    void job_error(std::string detail) const {
+        if (opt_.on_event) opt_.on_event(cron_event{cron_event::error, sched_->job(), 0, 0, std::move(detail)});
     }
     void store_error(const slot& s, const char* what, const error& e) const {
         emit(cron_event::error, s, 0, 0, std::string(what) + ": " + e.message());
@@ -609,7 +613,7 @@ private:
         walked_to_ = now;
         auto cur = read_cursor(now);
         if (!cur) {
-            emit(cron_event::error, slot(sched_->job(), {}), 0, 0, "reading the job's cursor: " + cur.error().message());
+            job_error("reading the job's cursor: " + cur.error().message());
             return false;
         }
         auto cursor = *cur;
