@@ -78,6 +78,7 @@
 #endif
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
+#include "store_spec.hpp"
 #include "coord/uuid7.hpp"
 
 namespace {
@@ -125,27 +126,8 @@ struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// A stored or given string as one unambiguous token of output: a backslash
-/// and every byte below 0x20, 0x7f and above are escaped (\\, \n, \t, \r,
-/// \xHH), so a value like "x\ntoken=999" cannot forge an output line.
-std::string printable(std::string_view s) {
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(s.size());
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '\r') out += "\\r";
-        else if (c < 0x20 || c >= 0x7f) {
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else out += ch;
-    }
-    return out;
-}
+using coord_examples::printable;
+using coord_examples::store_schemes;
 
 /// A refusal of an ID stream: to standard error (standard output carries
 /// only IDs), exit 3.
@@ -246,27 +228,6 @@ int infra(const coord::sqlite::store& s, const coord::error& ec) {
 }
 #endif
 
-/// The --store schemes this coordctl was built with.
-std::string store_schemes() {
-    std::string s = "file:PATH";
-#if defined(COORD_HAS_SQLITE)
-    s += ", sqlite:PATH";
-#endif
-#if defined(COORD_HAS_POSTGRES)
-    s += ", postgres:CONNINFO";
-#endif
-#if defined(COORD_HAS_REDIS)
-    s += ", redis://HOST:PORT[/DB]";
-#endif
-#if defined(COORD_HAS_ETCD)
-    s += ", etcd://HOST:PORT[,HOST:PORT...]";
-#endif
-#if defined(COORD_HAS_ZOOKEEPER)
-    s += ", zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]";
-#endif
-    return s;
-}
-
 #if defined(COORD_HAS_POSTGRES)
 int infra(const coord::postgres::store&, const coord::error& ec) {
     std::fprintf(stderr, "error: postgres: %s%s\n", ec.message().c_str(), assumption(ec));
@@ -316,54 +277,16 @@ int with_store(const options& o, F&& f) {
     const auto& spec = o.required("store");
     // 0: not given (the store's default). (Not an optional: g++ 12 warns falsely.)
     const std::chrono::milliseconds timeout = o.has("timeout") ? o.duration("timeout") : std::chrono::milliseconds{0};
-    const bool timed = timeout.count() > 0;
-    if (spec.rfind("file:", 0) == 0 && spec.size() > 5) {
-        coord::file_store_options fo;
-        if (timed) fo.lock_timeout = timeout;
-        coord::file_store store(spec.substr(5), {}, fo);
-        return f(store);
+    bool opened = false;
+    try {
+        return coord_examples::with_store(spec, timeout, [&](auto& store) -> int {
+            opened = true;
+            return f(store);
+        });
+    } catch (const coord_examples::store_spec_error& e) {
+        if (opened) throw;
+        throw usage_error(e.what());
     }
-#if defined(COORD_HAS_SQLITE)
-    if (spec.rfind("sqlite:", 0) == 0 && spec.size() > 7) {
-        coord::sqlite::options so;
-        if (timed) so.busy_timeout = timeout;
-        coord::sqlite::store store(spec.substr(7), {}, so);
-        return f(store);
-    }
-#endif
-#if defined(COORD_HAS_POSTGRES)
-    if (spec.rfind("postgres:", 0) == 0) {
-        const auto conninfo = spec.substr(9);
-        if (auto why = coord::postgres::conninfo_error(conninfo))
-            throw usage_error("--store postgres:CONNINFO: " + printable(*why));
-        coord::postgres::options po;
-        if (timed) po.operation_timeout = po.connect_timeout = timeout;
-        coord::postgres::store store(conninfo, {}, po);
-        return f(store);
-    }
-#endif
-#if defined(COORD_HAS_REDIS)
-    if (spec.rfind("redis://", 0) == 0) {
-        coord::redis::store store(spec, {}, redis_options_of(spec, timeout));
-        return f(store);
-    }
-#endif
-#if defined(COORD_HAS_ETCD)
-    if (spec.rfind("etcd://", 0) == 0) {
-        if (auto e = coord::etcd::parse_url(spec); !e) throw usage_error("--store " + printable(spec) + ": " + e.error());
-        coord::etcd::options eo;
-        if (timed) eo.operation_timeout = eo.connect_timeout = timeout;
-        coord::etcd::store store(spec, {}, eo);
-        return f(store);
-    }
-#endif
-#if defined(COORD_HAS_ZOOKEEPER)
-    if (spec.rfind("zookeeper://", 0) == 0) {
-        coord::zookeeper::store store(spec, {}, zookeeper_options_of(spec, timeout));
-        return f(store);
-    }
-#endif
-    throw usage_error("--store must be one of " + store_schemes() + ", got '" + printable(spec) + "'");
 }
 
 int fence_command(std::string_view verb, const std::vector<std::string_view>& args) {

@@ -6,10 +6,15 @@
 # packaged cluster on 5432 is never started). ctest runs `start` and `stop`
 # as the fixture of every test that needs the server.
 #
-#   tests/postgres.sh start DIR PORT     # fresh server, database "coord"
+#   tests/postgres.sh start DIR PORT [durable]
+#                                        # fresh server, database "coord"; durable: fsync and
+#                                        # synchronous commit on (the fault suite: an
+#                                        # acknowledged commit survives a SIGKILL)
 #   tests/postgres.sh stop DIR           # clean shutdown, removes DIR
 #   tests/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
 #   tests/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
+#   tests/postgres.sh kill DIR PORT      # SIGKILL the server and every backend, then start it on its data
+#                                        # (crash recovery from the write-ahead log)
 #   tests/postgres.sh pause DIR          # SIGSTOP the server and every backend (a long pause, a frozen VM)
 #   tests/postgres.sh resume DIR         # SIGCONT them
 #
@@ -43,9 +48,17 @@ install_server() {
   return 0
 }
 
+# The tests' server trades durability for speed (a SIGKILL of the server
+# can lose an acknowledged commit: the WAL buffers die with it); durable keeps
+# PostgreSQL's defaults.
+settings() {
+  if [ "$(cat "$dir/mode" 2>/dev/null)" = durable ]; then echo "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+  else echo "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
+}
+
 server_start() {
   as_pg "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
+    "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir $(settings) -c max_connections=100" \
     >/dev/null || { log "server did not start; log tail:"; tail -n 30 "$dir/log" >&2; exit 1; }
 }
 
@@ -61,7 +74,8 @@ case "$cmd" in
     server_stop
     rm -rf "$dir"
     mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    echo "${4:-fast}" > "$dir/mode"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir" "$dir/mode"
     as_pg "$pg_bin/initdb" -D "$dir/data" -U "$(pg_user)" -A trust -E UTF8 --locale=C.UTF-8 --no-sync \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     server_start
@@ -74,6 +88,17 @@ case "$cmd" in
     ;;
   restart)
     server_stop
+    server_start
+    ;;
+  kill)
+    [ -f "$dir/data/postmaster.pid" ] || { log "no server in $dir"; exit 1; }
+    pm="$(head -n 1 "$dir/data/postmaster.pid")"
+    kids="$(pgrep -P "$pm" || true)"
+    # shellcheck disable=SC2086
+    kill -KILL "$pm" $kids 2>/dev/null || true
+    for p in $pm $kids; do
+      for _ in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    done
     server_start
     ;;
   pause|resume)
@@ -92,7 +117,7 @@ case "$cmd" in
     echo "host=127.0.0.1 port=$port user=$(pg_user) dbname=coord connect_timeout=5"
     ;;
   *)
-    echo "usage: $0 start|stop|restart|pause|resume|conninfo DIR [PORT]" >&2
+    echo "usage: $0 start|stop|restart|kill|pause|resume|conninfo DIR [PORT]" >&2
     exit 2
     ;;
 esac

@@ -2,48 +2,273 @@
 // coord_fault_check: reads a fault-suite history (tests/faults/checker.hpp),
 // prints one line per workload (operations, ok, refused, unknown,
 // violations) and the faults by kind, the violations' messages, and writes
-// the summary as JSON when asked. Exit 0: no violation; 1: violations; 2: a
-// history it cannot read.
+// the summary as JSON and a timeline as SVG when asked. Exit 0: no
+// violation (and, with --control, the control showed violations); 1:
+// violations, or a control that showed none; 2: a history it cannot read.
 //
-//   coord_fault_check HISTORY [--summary FILE]
+//   coord_fault_check HISTORY [--control HISTORY] [--summary FILE] [--svg FILE]
+//                     [--meta KEY=VALUE]...
+//
+// --control: the history of the control workload (the same lease and
+// register with the fence check left out), checked on its own: it must show
+// violations, or the suite proves nothing (the checker or the faults could
+// not catch an unfenced lock). --meta: strings copied into the summary
+// (engine, seed, seconds; "not_run.KIND=why" for a fault or workload the
+// engine cannot take).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "faults/checker.hpp"
 
-int main(int argc, char** argv) {
-    if (argc != 2 && !(argc == 4 && std::string(argv[2]) == "--summary")) {
-        std::fprintf(stderr, "usage: coord_fault_check HISTORY [--summary FILE]\n");
-        return 2;
-    }
-    std::ifstream in(argv[1]);
-    if (!in) {
-        std::fprintf(stderr, "coord_fault_check: cannot read %s\n", argv[1]);
-        return 2;
-    }
-    coord::faults::report r;
+namespace {
+
+using coord::faults::op;
+
+std::vector<op> read_history(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
     try {
-        r = coord::faults::check(coord::faults::parse_history(in));
+        return coord::faults::parse_history(in);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "coord_fault_check: %s: %s\n", argv[1], e.what());
-        return 2;
+        throw std::runtime_error(path + ": " + e.what());
     }
-    std::printf("%-12s %10s %10s %10s %10s %10s\n", "workload", "operations", "ok", "refused", "unknown", "violations");
+}
+
+void print(const char* title, const coord::faults::report& r) {
+    std::printf("%s\n%-12s %10s %10s %10s %10s %10s\n", title, "workload", "operations", "ok", "refused", "unknown",
+                "violations");
     for (const auto& [name, w] : r.workloads)
         std::printf("%-12s %10zu %10zu %10zu %10zu %10zu\n", name.c_str(), w.operations, w.ok, w.refused, w.unknown,
                     w.violations.size());
-    for (const auto& [kind, n] : r.faults) std::printf("fault %-20s %zu\n", kind.c_str(), n);
-    for (const auto& [name, w] : r.workloads)
-        for (const auto& v : w.violations) std::printf("VIOLATION %s: %s\n", name.c_str(), v.c_str());
-    if (argc == 4) {
-        std::ofstream out(argv[3]);
-        out << r.to_json().dump(2) << "\n";
-        if (!out) {
-            std::fprintf(stderr, "coord_fault_check: cannot write %s\n", argv[3]);
+}
+
+std::string esc(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '<') out += "&lt;";
+        else if (c == '>') out += "&gt;";
+        else if (c == '&') out += "&amp;";
+        else if (c == '"') out += "&quot;";
+        else out += c;
+    }
+    return out;
+}
+
+/// The timeline: one row per client process (the control's below), time
+/// left to right; fault windows shaded (a server or network fault across
+/// every row, a client fault on its row); the lease workloads' writes and
+/// the ledger's runs as ticks: ok, refused, unknown, and violations in red.
+/// ID and durability operations are too many to draw: the table counts them.
+std::string svg(const std::vector<op>& main, const std::vector<op>& control, const std::set<std::size_t>& bad_main,
+                const std::set<std::size_t>& bad_control, const std::string& title) {
+    std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+    std::vector<std::string> rows;
+    std::map<std::string, int> row_of;
+    auto add_row = [&](const std::string& name) {
+        if (!row_of.count(name)) {
+            row_of[name] = static_cast<int>(rows.size());
+            rows.push_back(name);
+        }
+    };
+    auto drawn = [](const op& o) { return o.f == "write" || o.f == "run"; };
+    for (const auto* h : {&main, &control})
+        for (const auto& o : *h) {
+            if (o.f != "fault" && !drawn(o)) continue;
+            lo = std::min(lo, o.t0);
+            hi = std::max(hi, o.t1);
+        }
+    std::vector<std::string> names;
+    for (const auto& o : main)
+        if (drawn(o)) names.push_back(o.proc);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) add_row(n);
+    names.clear();
+    for (const auto& o : control)
+        if (drawn(o)) names.push_back(o.proc);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) add_row("control " + n);
+    if (lo >= hi) hi = lo + 1;
+    const int left = 130, width = 900, row_h = 18, top = 40;
+    const int height = top + static_cast<int>(rows.size()) * row_h + 60;
+    auto x = [&](std::int64_t t) { return left + static_cast<double>(t - lo) * width / static_cast<double>(hi - lo); };
+    std::string s;
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+                  "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+                  "<text x=\"%d\" y=\"20\" font-size=\"14\">%s</text>\n",
+                  left + width + 20, height, left, esc(title).c_str());
+    s += buf;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const int y = top + static_cast<int>(i) * row_h;
+        std::snprintf(buf, sizeof buf,
+                      "<text x=\"4\" y=\"%d\">%s</text><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
+                      y + 12, esc(rows[i]).c_str(), left, y + row_h / 2, left + width, y + row_h / 2);
+        s += buf;
+    }
+    // Faults (they are in the main history; the control ran under the same ones).
+    for (const auto& o : main) {
+        if (o.f != "fault") continue;
+        const std::string kind = o.raw.value("kind", std::string("fault"));
+        const std::string target = o.raw.value("target", std::string());
+        const bool client = kind.rfind("client", 0) == 0 || kind == "clock";
+        const char* colour = kind == "partition" || kind == "connection-cut" ? "#9ecae1"
+                             : kind.rfind("server", 0) == 0                   ? "#fdae6b"
+                             : kind == "clock"                                ? "#c7e9c0"
+                                                                              : "#dadaeb";
+        const double x0 = x(o.t0), w = std::max(1.0, x(o.t1) - x0);
+        int y0 = top, h = static_cast<int>(rows.size()) * row_h;
+        if (client) {
+            // The target is a process name: shade its rows (main and control).
+            // (a comma-separated list: a pause stops several at once).
+            bool any = false;
+            for (std::size_t p = 0; p <= target.size();) {
+                auto e = target.find(',', p);
+                if (e == std::string::npos) e = target.size();
+                const std::string one = target.substr(p, e - p);
+                p = e + 1;
+                for (const auto& name : {one, "control " + one}) {
+                    auto it = row_of.find(name);
+                    if (it == row_of.end()) continue;
+                    any = true;
+                    std::snprintf(buf, sizeof buf,
+                                  "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" opacity=\"0.8\"/>\n",
+                                  x0, top + it->second * row_h, w, row_h, colour);
+                    s += buf;
+                }
+            }
+            if (any) continue;
+        }
+        std::snprintf(buf, sizeof buf,
+                      "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" opacity=\"0.5\"/>"
+                      "<text x=\"%.1f\" y=\"%d\" font-size=\"9\">%s</text>\n",
+                      x0, y0, w, h, colour, x0, y0 - 3, esc(kind).c_str());
+        s += buf;
+    }
+    auto ticks = [&](const std::vector<op>& h, const std::set<std::size_t>& bad, const std::string& prefix) {
+        for (const auto& o : h) {
+            if (!drawn(o)) continue;
+            const int y = top + row_of[prefix + o.proc] * row_h;
+            const char* colour = bad.count(o.line) ? "#d62728" : o.ok() ? "#2ca02c" : o.unknown() ? "#ff7f0e" : "#999";
+            const int tall = bad.count(o.line) ? row_h - 2 : row_h / 2;
+            std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>\n", x(o.t0),
+                          y + (row_h - tall) / 2, std::max(1.5, x(o.t1) - x(o.t0)), tall, colour);
+            s += buf;
+        }
+    };
+    ticks(main, bad_main, "");
+    ticks(control, bad_control, "control ");
+    const int ly = top + static_cast<int>(rows.size()) * row_h + 20;
+    std::snprintf(buf, sizeof buf,
+                  "<text x=\"%d\" y=\"%d\">%.1f s. Ticks: writes (lease workloads) and ledger runs: "
+                  "<tspan fill=\"#2ca02c\">ok</tspan>, <tspan fill=\"#999\">refused</tspan>, "
+                  "<tspan fill=\"#ff7f0e\">unknown</tspan>, <tspan fill=\"#d62728\">violation</tspan>. "
+                  "Shaded: client pause/kill (own row), clock offset (green), server fault (orange), network (blue).</text>\n",
+                  left, ly, static_cast<double>(hi - lo) / 1e9);
+    s += buf;
+    s += "</svg>\n";
+    return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: coord_fault_check HISTORY [--control HISTORY] [--summary FILE] [--svg FILE] [--meta K=V]...\n");
+        return 2;
+    }
+    std::string control_path, summary_path, svg_path;
+    std::vector<std::pair<std::string, std::string>> meta;
+    for (int i = 2; i < argc; i += 2) {
+        const std::string k = argv[i];
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "coord_fault_check: %s needs a value\n", k.c_str());
+            return 2;
+        }
+        const std::string v = argv[i + 1];
+        if (k == "--control") control_path = v;
+        else if (k == "--summary") summary_path = v;
+        else if (k == "--svg") svg_path = v;
+        else if (k == "--meta" && v.find('=') != std::string::npos) meta.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
+        else {
+            std::fprintf(stderr, "coord_fault_check: unknown option %s\n", k.c_str());
             return 2;
         }
     }
+    std::vector<op> main_ops, control_ops;
+    coord::faults::report r, c;
+    try {
+        main_ops = read_history(argv[1]);
+        r = coord::faults::check(main_ops);
+        if (!control_path.empty()) {
+            control_ops = read_history(control_path);
+            c = coord::faults::check(control_ops);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "coord_fault_check: %s\n", e.what());
+        return 2;
+    }
+    print("coord (fenced):", r);
+    for (const auto& [kind, n] : r.faults) std::printf("fault %-20s %zu\n", kind.c_str(), n);
+    for (const auto& [k, v] : meta)
+        if (k.rfind("not_run.", 0) == 0) std::printf("not run: %-14s %s\n", k.substr(8).c_str(), v.c_str());
+    for (const auto& [name, w] : r.workloads)
+        for (const auto& v : w.violations) std::printf("VIOLATION %s: %s\n", name.c_str(), v.c_str());
+    const bool with_control = !control_path.empty();
+    const bool control_caught = with_control && c.violations() > 0;
+    if (with_control) {
+        print("control (the same lease, the register without the fence check):", c);
+        std::printf("control: %zu violations%s\n", c.violations(),
+                    control_caught ? " (expected: the checker catches an unfenced lock)"
+                                   : ": THE CONTROL PASSED, so this run proves nothing");
+        std::size_t shown = 0;
+        for (const auto& [name, w] : c.workloads)
+            for (const auto& v : w.violations)
+                if (shown++ < 3) std::printf("  control %s: %s\n", name.c_str(), v.c_str());
+    }
+    auto summary = r.to_json();
+    if (with_control) {
+        auto cj = c.to_json();
+        cj.erase("faults");
+        nlohmann::json control = cj.contains("register") ? cj["register"] : nlohmann::json::object();
+        auto& msgs = control["violation_messages"];
+        if (msgs.is_array() && msgs.size() > 20) msgs.erase(msgs.begin() + 20, msgs.end());  // enough to show it
+        summary["control"] = control;
+    }
+    for (const auto& [k, v] : meta) {
+        if (k.rfind("not_run.", 0) == 0) summary["not_run"][k.substr(8)] = v;
+        else summary[k] = v;
+    }
+    summary["violations"] = r.violations();
+    summary["passed"] = r.violations() == 0 && (!with_control || control_caught);
+    if (!summary_path.empty()) {
+        std::ofstream out(summary_path);
+        out << summary.dump(2) << "\n";
+        if (!out) {
+            std::fprintf(stderr, "coord_fault_check: cannot write %s\n", summary_path.c_str());
+            return 2;
+        }
+    }
+    if (!svg_path.empty()) {
+        std::set<std::size_t> bad_main, bad_control;
+        for (const auto& [_, w] : r.workloads) bad_main.insert(w.violation_lines.begin(), w.violation_lines.end());
+        for (const auto& [_, w] : c.workloads) bad_control.insert(w.violation_lines.begin(), w.violation_lines.end());
+        std::string title = "coord fault suite";
+        for (const auto& [k, v] : meta)
+            if (k == "engine" || k == "seed" || k == "seconds") title += "  " + k + "=" + v;
+        std::ofstream out(svg_path);
+        out << svg(main_ops, control_ops, bad_main, bad_control, title);
+        if (!out) {
+            std::fprintf(stderr, "coord_fault_check: cannot write %s\n", svg_path.c_str());
+            return 2;
+        }
+    }
+    if (with_control && !control_caught) return 1;
     return r.violations() == 0 ? 0 : 1;
 }

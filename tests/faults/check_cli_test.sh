@@ -28,5 +28,19 @@ echo "$out" | grep -q '^VIOLATION register: stale write accepted after a newer o
 echo '{"t0":' > "$dir/broken.jsonl"
 "$check" "$dir/broken.jsonl" 2>/dev/null; rc=$?
 [ "$rc" = 2 ] || fail "a broken history: rc=$rc"
+# The control must show violations: with the bad history as control the run
+# passes (and the summary says so); with a clean control it fails.
+out=$("$check" "$dir/ok.jsonl" --control "$dir/bad.jsonl" --summary "$dir/s2.json" --svg "$dir/t.svg" --meta engine=file --meta not_run.partition=embedded); rc=$?
+[ "$rc" = 0 ] || fail "a control with violations: rc=$rc $out"
+echo "$out" | grep -q '^control: 1 violations (expected' || fail "the control line: $out"
+echo "$out" | grep -q '^not run: partition  *embedded' || fail "the not-run line: $out"
+grep -q '"passed": true' "$dir/s2.json" && grep -q '"engine": "file"' "$dir/s2.json" && grep -q '"partition": "embedded"' "$dir/s2.json" ||
+  fail "summary with control: $(cat "$dir/s2.json")"
+grep -q '^<svg' "$dir/t.svg" && grep -q 'fill="#d62728"' "$dir/t.svg" && grep -q 'server-kill' "$dir/t.svg" ||
+  fail "the timeline: $(head -c 600 "$dir/t.svg")"
+out=$("$check" "$dir/ok.jsonl" --control "$dir/ok.jsonl" --summary "$dir/s3.json"); rc=$?
+[ "$rc" = 1 ] || fail "a control without violations: rc=$rc"
+echo "$out" | grep -q 'THE CONTROL PASSED' || fail "the passed control: $out"
+grep -q '"passed": false' "$dir/s3.json" || fail "summary of a passed control: $(cat "$dir/s3.json")"
 [ "$failures" = 0 ] || exit 1
 echo "coord_fault_check: ok"

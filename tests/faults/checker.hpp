@@ -9,8 +9,15 @@
 // A line: {"t0": ns, "t1": ns, "proc": "c3", "f": F, "type": "ok" | "refused" | "unknown", ...}
 //   f = "write"   key, token, value: a fenced register write (lease + register workload)
 //   f = "id"      gen, id: an ID handed out
-//   f = "effect"  slot: a slot's effect accepted (ledger workload)
-//   f = "slot"    slot, state ("done", "running", "idle", "none"): the final read of a slot
+//   f = "run"     slot: one attempt at a slot (counted only: the effects the
+//                 store holds at the end are what the ledger check reads)
+//   f = "effect"  slot, fence, mode, order: an effect the store holds at the
+//                 end (the final read); mode "atomic" (a row written in the
+//                 store's transaction with the done marker) or "fenced" (the
+//                 claim's fence appended to a fenced key: order is its place
+//                 in the key's value)
+//   f = "slot"    slot, state ("done", "running", "idle", "none"), fence: the
+//                 final read of a slot
 //   f = "put"     key, value: a durable write (durability workload)
 //   f = "final"   key, value (absent: "present": false): the final read of a key
 //   f = "fault"   kind, target: a fault window [t0, t1] (type is "ok")
@@ -20,8 +27,16 @@
 //               completed before it started is a violation (the stale
 //               holder's write after a newer holder's);
 //   ids:        no ID handed out twice (per generator kind);
-//   ledger:     a done slot has exactly one accepted effect, a slot not
-//               done has none;
+//   ledger:     atomic effects: a done slot has exactly one effect, written
+//               by the claim that marked it done (its fence), a slot not
+//               done has none. Fenced effects (stores whose ledger cannot
+//               take the effect into its step: an attempt that paused past
+//               its lease may have applied its effect before a newer claim,
+//               which is why the effect is fenced): a done slot's effects
+//               were applied in increasing fence order and the last one is
+//               the done claim's (no stale claim's effect landed after it,
+//               so the state the slot leaves is the done claim's); a slot
+//               not done has none;
 //   durability: every acknowledged put is what the final read shows.
 #pragma once
 
@@ -60,6 +75,7 @@ struct op {
 struct workload_report {
     std::size_t operations = 0, ok = 0, refused = 0, unknown = 0;
     std::vector<std::string> violations;
+    std::vector<std::size_t> violation_lines;  // the history lines of the offending operations
 };
 
 struct report {
@@ -143,9 +159,13 @@ inline report check(const std::vector<op>& ops) {
             if (!o.ok()) continue;
             const auto id = detail::str(o, "gen") + "/" + detail::str(o, "id");
             auto [it, fresh] = ids.emplace(id, &o);
-            if (!fresh) w.violations.push_back("duplicate ID " + id + ": " + o.name() + " and " + it->second->name());
-        } else if (o.f == "effect") {
+            if (!fresh) {
+                w.violations.push_back("duplicate ID " + id + ": " + o.name() + " and " + it->second->name());
+                w.violation_lines.push_back(o.line);
+            }
+        } else if (o.f == "run") {
             detail::count(out.workloads["ledger"], o);
+        } else if (o.f == "effect") {
             if (o.ok()) effects[detail::str(o, "slot")].push_back(&o);
         } else if (o.f == "slot") {
             detail::count(out.workloads["ledger"], o);
@@ -174,29 +194,49 @@ inline report check(const std::vector<op>& ops) {
                 if (!newest || by_end[e]->raw.at("token").get<std::uint64_t>() > newest->raw.at("token").get<std::uint64_t>())
                     newest = by_end[e];
             if (newest && b->raw.at("token").get<std::uint64_t>() < newest->raw.at("token").get<std::uint64_t>())
+            {
                 w.violations.push_back("stale write accepted after a newer one: " + b->name() + " started after " +
                                        newest->name() + " completed");
+                w.violation_lines.push_back(b->line);
+            }
         }
     }
     // ledger
     for (const auto& [slot, st] : slot_states) {
         auto& w = out.workloads["ledger"];
         const auto it = effects.find(slot);
-        const std::size_t n = it == effects.end() ? 0 : it->second.size();
+        std::vector<const op*> es = it == effects.end() ? std::vector<const op*>{} : it->second;
+        std::sort(es.begin(), es.end(), [](const op* a, const op* b) {
+            return a->raw.value("order", std::uint64_t{0}) < b->raw.value("order", std::uint64_t{0});
+        });
         const bool done = detail::str(*st, "state") == "done";
-        if (done && n == 0) w.violations.push_back("slot " + slot + " is done with no accepted effect: " + st->name());
-        if (n > 1) {
-            std::string names;
-            for (const op* e : it->second) names += (names.empty() ? "" : ", ") + e->name();
-            w.violations.push_back("slot " + slot + " has " + std::to_string(n) + " accepted effects: " + names);
+        const bool fenced = !es.empty() && es.front()->raw.value("mode", std::string("atomic")) == "fenced";
+        const auto fence_of = [](const op* o) { return o->raw.value("fence", std::uint64_t{0}); };
+        const std::uint64_t done_fence = st->raw.value("fence", std::uint64_t{0});
+        std::string names;
+        for (const op* e : es) names += (names.empty() ? "" : ", ") + e->name();
+        if (done && es.empty()) w.violations.push_back("slot " + slot + " is done with no effect: " + st->name());
+        if (!done && !es.empty())
+            w.violations.push_back("slot " + slot + " is not done but has an effect: " + names + "; " + st->name());
+        if (!done || es.empty()) continue;
+        if (!fenced) {
+            if (es.size() > 1)
+                w.violations.push_back("slot " + slot + " has " + std::to_string(es.size()) + " effects: " + names);
+            else if (st->raw.contains("fence") && fence_of(es.front()) != done_fence)
+                w.violations.push_back("slot " + slot + "'s effect is not the done claim's (fence " +
+                                       std::to_string(done_fence) + "): " + names);
+            continue;
         }
-        if (!done && n > 0)
-            w.violations.push_back("slot " + slot + " is not done but has an accepted effect: " + it->second.front()->name() +
-                                   "; " + st->name());
+        for (std::size_t i = 1; i < es.size(); ++i)
+            if (fence_of(es[i]) <= fence_of(es[i - 1]))
+                w.violations.push_back("slot " + slot + ": a stale claim's effect applied after a newer one's: " + names);
+        if (st->raw.contains("fence") && fence_of(es.back()) != done_fence)
+            w.violations.push_back("slot " + slot + "'s last effect is not the done claim's (fence " +
+                                   std::to_string(done_fence) + "): " + names);
     }
     for (const auto& [slot, es] : effects)
         if (!slot_states.count(slot))
-            out.workloads["ledger"].violations.push_back("slot " + slot + " has an accepted effect and no final read: " +
+            out.workloads["ledger"].violations.push_back("slot " + slot + " has an effect and no final read: " +
                                                          es.front()->name());
     // durability
     for (const auto& [key, p] : puts) {

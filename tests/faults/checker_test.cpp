@@ -38,9 +38,13 @@ const char* valid = R"(
 {"t0":60,"t1":61,"proc":"c1","f":"id","gen":"snowflake","id":1001,"type":"ok"}
 {"t0":62,"t1":63,"proc":"c2","f":"id","gen":"snowflake","id":1002,"type":"ok"}
 {"t0":62,"t1":63,"proc":"c2","f":"id","gen":"segment","id":1001,"type":"ok"}
-{"t0":70,"t1":71,"proc":"c1","f":"effect","slot":"s1","type":"ok"}
-{"t0":72,"t1":73,"proc":"c2","f":"effect","slot":"s1","type":"refused"}
-{"t0":90,"t1":91,"proc":"check","f":"slot","slot":"s1","state":"done","type":"ok"}
+{"t0":70,"t1":71,"proc":"c1","f":"run","slot":"s1","type":"ok"}
+{"t0":72,"t1":73,"proc":"c2","f":"run","slot":"s1","type":"refused"}
+{"t0":90,"t1":91,"proc":"check","f":"slot","slot":"s1","state":"done","fence":2,"type":"ok"}
+{"t0":90,"t1":91,"proc":"check","f":"effect","slot":"s1","fence":2,"mode":"atomic","order":0,"type":"ok"}
+{"t0":90,"t1":91,"proc":"check","f":"slot","slot":"s3","state":"done","fence":4,"type":"ok"}
+{"t0":90,"t1":91,"proc":"check","f":"effect","slot":"s3","fence":3,"mode":"fenced","order":0,"type":"ok"}
+{"t0":90,"t1":91,"proc":"check","f":"effect","slot":"s3","fence":4,"mode":"fenced","order":1,"type":"ok"}
 {"t0":90,"t1":91,"proc":"check","f":"slot","slot":"s2","state":"idle","type":"ok"}
 {"t0":80,"t1":81,"proc":"c1","f":"put","key":"k1","value":"v1","type":"ok"}
 {"t0":80,"t1":81,"proc":"c2","f":"put","key":"k2","value":"v2","type":"unknown"}
@@ -58,6 +62,7 @@ TEST(FaultChecker, AValidHistoryPasses) {
     EXPECT_EQ(r.faults.at("client-pause"), 1u);
     const auto j = r.to_json();
     EXPECT_EQ(j["ids"]["operations"], 3);
+    EXPECT_EQ(j["ledger"]["operations"], 5);  // two runs, three final reads of slots
     EXPECT_EQ(j["durability"]["violations"], 0);
 }
 
@@ -99,13 +104,13 @@ TEST(FaultChecker, ADuplicateIdFailsNamingBoth) {
 
 TEST(FaultChecker, ASecondEffectForOneSlotFailsNamingBoth) {
     const auto r = check(R"(
-{"t0":0,"t1":1,"proc":"c1","f":"effect","slot":"s7","type":"ok"}
-{"t0":5,"t1":6,"proc":"c2","f":"effect","slot":"s7","type":"ok"}
-{"t0":9,"t1":9,"proc":"check","f":"slot","slot":"s7","state":"done","type":"ok"}
+{"t0":0,"t1":1,"proc":"c1","f":"effect","slot":"s7","fence":1,"mode":"atomic","type":"ok"}
+{"t0":5,"t1":6,"proc":"c2","f":"effect","slot":"s7","fence":2,"mode":"atomic","type":"ok"}
+{"t0":9,"t1":9,"proc":"check","f":"slot","slot":"s7","state":"done","fence":2,"type":"ok"}
 )");
     ASSERT_EQ(r.violations(), 1u);
     const auto v = all(r, "ledger");
-    EXPECT_NE(v.find("slot s7 has 2 accepted effects"), std::string::npos) << v;
+    EXPECT_NE(v.find("slot s7 has 2 effects"), std::string::npos) << v;
     EXPECT_NE(v.find("op 2 (c1 effect"), std::string::npos) << v;
     EXPECT_NE(v.find("op 3 (c2 effect"), std::string::npos) << v;
 }
@@ -118,8 +123,39 @@ TEST(FaultChecker, AnEffectOfASlotNotDoneAndADoneSlotWithoutOneFail) {
 )");
     ASSERT_EQ(r.violations(), 2u);
     const auto v = all(r, "ledger");
-    EXPECT_NE(v.find("slot s1 is not done but has an accepted effect: op 2"), std::string::npos) << v;
-    EXPECT_NE(v.find("slot s2 is done with no accepted effect: op 4"), std::string::npos) << v;
+    EXPECT_NE(v.find("slot s1 is not done but has an effect: op 2"), std::string::npos) << v;
+    EXPECT_NE(v.find("slot s2 is done with no effect: op 4"), std::string::npos) << v;
+}
+
+TEST(FaultChecker, AnAtomicEffectOfAnotherClaimThanTheDoneOneFails) {
+    const auto r = check(R"(
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s1","fence":1,"mode":"atomic","order":0,"type":"ok"}
+{"t0":9,"t1":9,"proc":"check","f":"slot","slot":"s1","state":"done","fence":2,"type":"ok"}
+)");
+    ASSERT_EQ(r.violations(), 1u);
+    EXPECT_NE(all(r, "ledger").find("slot s1's effect is not the done claim's (fence 2)"), std::string::npos) << all(r, "ledger");
+}
+
+TEST(FaultChecker, AFencedEffectOfAStaleClaimAfterANewerOneFails) {
+    // s1: the stale claim (fence 1) applied after fence 2; s2: the done
+    // claim's effect is not the last one the key holds; s3: an attempt that
+    // paused past its lease applied its effect first, the done claim's came
+    // last (the fenced ledger's promise: allowed).
+    const auto r = check(R"(
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s1","fence":2,"mode":"fenced","order":0,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s1","fence":1,"mode":"fenced","order":1,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"slot","slot":"s1","state":"done","fence":2,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s2","fence":3,"mode":"fenced","order":0,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"slot","slot":"s2","state":"done","fence":5,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s3","fence":1,"mode":"fenced","order":0,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"effect","slot":"s3","fence":2,"mode":"fenced","order":1,"type":"ok"}
+{"t0":0,"t1":1,"proc":"check","f":"slot","slot":"s3","state":"done","fence":2,"type":"ok"}
+)");
+    const auto v = all(r, "ledger");
+    EXPECT_EQ(r.violations(), 3u) << v;
+    EXPECT_NE(v.find("slot s1: a stale claim's effect applied after a newer one's"), std::string::npos) << v;
+    EXPECT_NE(v.find("slot s2's last effect is not the done claim's (fence 5)"), std::string::npos) << v;
+    EXPECT_EQ(v.find("slot s3"), std::string::npos) << v;
 }
 
 TEST(FaultChecker, ALostAcknowledgedWriteFailsNamingIt) {

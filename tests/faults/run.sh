@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The fault suite: the same workloads on one store while a schedule of
+# faults drawn from a seed runs, every operation recorded, one checker for
+# the whole history (tests/faults/checker.hpp), and a control that must fail.
+#
+#   tests/faults/run.sh --engine ENGINE [--seconds N] [--seed S] [--out DIR] [--build DIR]
+#
+# ENGINE: file, sqlite, postgres, redis, etcd or zookeeper. The servers are
+# started here through the project's own scripts (tests/<engine>.sh, with
+# the engine's durable settings), on ports of their own, state under /tmp.
+# As root, the whole run happens in a network namespace made here (so a
+# partition is iptables rules on that namespace's loopback, nothing outside
+# it is touched). --build: the build tree holding coord_fault_client,
+# coord_fault_check and coordctl (default build/default).
+#
+# Writes DIR/history.jsonl (every workload and the faults), DIR/control.jsonl,
+# DIR/schedule.txt (the faults the seed drew: the same seed, the same
+# schedule), DIR/summary.json, DIR/timeline.svg; prints the table; exits 1 on
+# any violation, or when the control shows none (then the run proved nothing).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+engine="" seconds=20 seed=1 out="" build="$root/build/default"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --engine) engine="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper [--seconds N] [--seed S] [--out DIR] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+case "$engine" in file|sqlite|postgres|redis|etcd|zookeeper) ;; *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd or zookeeper" >&2; exit 2 ;; esac
+[[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 10 ] && [ "$seconds" -le 3600 ] || { echo "$0: --seconds must be 10..3600" >&2; exit 2; }
+[[ "$seed" =~ ^[0-9]+$ ]] && [ "$seed" -le 2147483647 ] || { echo "$0: --seed must be 0..2147483647" >&2; exit 2; }
+[ -n "$out" ] || out="/tmp/coord-faults/$engine"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+client="$build/tests/coord_fault_client" check="$build/tests/coord_fault_check" coordctl="$build/examples/coordctl"
+for b in "$client" "$check" "$coordctl"; do
+  [ -x "$b" ] || { echo "$0: $b is missing: build first (cmake --workflow --preset default)" >&2; exit 2; }
+done
+log() { printf '[faults %s] %s\n' "$engine" "$*" >&2; }
+# shellcheck source=tests/apt_install.sh
+source "$root/tests/apt_install.sh"
+
+server=1
+case "$engine" in file|sqlite) server=0 ;; esac
+
+# As root: run again inside a network namespace of its own.
+if [ "$server" = 1 ] && [ -z "${COORD_FAULTS_NETNS:-}" ] && [ "$(id -u)" = 0 ]; then
+  command -v iptables >/dev/null || { log "installing iptables"; apt_install iptables; }
+  ns="coord-faults-$engine-$$"
+  ip netns add "$ns"
+  ip netns exec "$ns" ip link set lo up
+  rc=0
+  ip netns exec "$ns" env COORD_FAULTS_NETNS="$ns" bash "$0" --engine "$engine" --seconds "$seconds" --seed "$seed" \
+    --out "$out" --build "$build" || rc=$?
+  ip netns del "$ns" || true
+  exit "$rc"
+fi
+netns="${COORD_FAULTS_NETNS:-}"
+
+rm -rf "$out"
+mkdir -p "$out/h" "$out/pids"
+state="/tmp/coord-faults-$engine"
+now() { "$client" now; }
+faketime_lib=""
+for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 /usr/lib/*/faketime/libfaketime.so.1; do
+  [ -f "$f" ] && { faketime_lib="$f"; break; }
+done
+
+# --- the store -------------------------------------------------------------
+declare -A not_run=()
+port=""
+case "$engine" in
+  file) rm -rf "$state"; mkdir -p "$state"; store="file:$state/store" ;;
+  sqlite) rm -rf "$state"; mkdir -p "$state"; store="sqlite:$state/store.db" ;;
+  postgres)
+    port=23432
+    bash "$root/tests/postgres.sh" start "$state" "$port" durable
+    store="postgres:$(bash "$root/tests/postgres.sh" conninfo "$state" "$port")" ;;
+  redis)
+    port=23379
+    bash "$root/tests/redis.sh" start "$state" "$port"
+    store="$(bash "$root/tests/redis.sh" conninfo "$state" "$port")/0" ;;
+  etcd)
+    port=23390
+    bash "$root/tests/etcd.sh" start "$state" "$port" 1
+    store="$(bash "$root/tests/etcd.sh" conninfo "$state" "$port" 1)" ;;
+  zookeeper)
+    port=23400
+    bash "$root/tests/zookeeper.sh" start "$state" "$port" 1
+    store="$(bash "$root/tests/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
+esac
+stop_server() {
+  case "$engine" in
+    postgres) bash "$root/tests/postgres.sh" stop "$state" ;;
+    redis) bash "$root/tests/redis.sh" stop "$state" ;;
+    etcd) bash "$root/tests/etcd.sh" stop "$state" ;;
+    zookeeper) bash "$root/tests/zookeeper.sh" stop "$state" ;;
+    *) rm -rf "$state" ;;
+  esac
+}
+"$coordctl" store init --store "$store" --force >/dev/null
+"$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
+
+workloads=(register control ids ledger durability)
+if [ "$engine" = etcd ]; then
+  workloads=(register control ids durability)
+  not_run[ledger]="etcd keeps no job ledger (no server clock to judge a replay window on)"
+fi
+faults=(client-pause client-kill clock)
+if [ "$server" = 1 ]; then
+  faults+=(server-kill server-pause)
+  if [ -n "$netns" ]; then faults+=(partition connection-cut)
+  else
+    not_run[partition]="needs root (a network namespace and iptables)"
+    not_run[connection-cut]="needs root (a network namespace and iptables)"
+  fi
+else
+  for k in server-kill server-pause partition connection-cut; do
+    not_run[$k]="embedded store: no server and no network (a client SIGKILL is the crash)"
+  done
+fi
+if [ -z "$faketime_lib" ]; then
+  faults=("${faults[@]/clock/}")
+  not_run[clock]="libfaketime is not installed (apt-get install faketime)"
+fi
+
+# --- the schedule, drawn from the seed ---------------------------------------
+# Rounds through the fault kinds in an order shuffled per round; each fault
+# has a duration and a gap after it drawn here. Targets are drawn here too
+# (a client index); which process holds a lease at that moment is the run's.
+RANDOM=$seed
+kinds=()
+for k in "${faults[@]}"; do [ -n "$k" ] && kinds+=("$k"); done
+dur_of() {  # ms: a client pause outlives the 2 s lease and the 1.5 s ledger lease
+  case "$1" in
+    client-pause) echo $(( 2600 + RANDOM % 600 )) ;;
+    client-kill) echo 200 ;;
+    clock) echo $(( 2500 + RANDOM % 500 )) ;;
+    server-kill) echo $(( 500 + RANDOM % 1000 )) ;;
+    server-pause) echo $(( 1500 + RANDOM % 1000 )) ;;
+    partition) echo $(( 1500 + RANDOM % 1000 )) ;;
+    connection-cut) echo 300 ;;
+  esac
+}
+: > "$out/schedule.txt"
+budget=$(( seconds * 1000 - 2000 )) at=1000
+round=0
+while [ "$at" -lt "$budget" ]; do
+  order=("${kinds[@]}")
+  for ((i = ${#order[@]} - 1; i > 0; i--)); do j=$(( RANDOM % (i + 1) )); t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
+  # Every run opens with a client pause: the fault the control must be
+  # caught under, whatever the run's length.
+  [ "$round" = 0 ] && order=(client-pause "${order[@]/client-pause/}")
+  round=$((round + 1))
+  for k in "${order[@]}"; do
+    [ -n "$k" ] || continue
+    d=$(dur_of "$k") target=$(( RANDOM % 3 ))
+    [ $(( at + d )) -lt "$budget" ] || break 2
+    echo "$at $k $d $target" >> "$out/schedule.txt"
+    at=$(( at + d + 300 + RANDOM % 300 ))
+  done
+done
+
+# --- the clients -----------------------------------------------------------
+start=$(now)
+until=$(( start + seconds * 1000000000 ))
+slots_at=$(( ($(date +%s) - 60) * 1000 ))
+slots=$(( seconds * 4 ))
+declare -a sups=()
+clients=()
+supervise() {  # NAME WORKLOAD INDEX: runs the client again whenever a fault killed it
+  local name=$1 workload=$2 index=$3 hist="$out/h/$1.jsonl" extra=()
+  [ "$workload" = register ] && extra=(--holder "$out/holder.register")
+  [ "$workload" = control ] && extra=(--holder "$out/holder.control")
+  while [ "$(now)" -lt "$until" ]; do
+    if [ -f "$out/clock.$name" ]; then
+      env FAKETIME="$(cat "$out/clock.$name")" FAKETIME_DONT_FAKE_MONOTONIC=1 LD_PRELOAD="$faketime_lib" \
+        "$client" run --store "$store" --workload "$workload" --proc "$name" --history "$hist" --until "$until" \
+        --index "$index" --slots-at "$slots_at" --slots "$slots" --start "$start" "${extra[@]}" 2>>"$out/clients.log" &
+    else
+      "$client" run --store "$store" --workload "$workload" --proc "$name" --history "$hist" --until "$until" \
+        --index "$index" --slots-at "$slots_at" --slots "$slots" --start "$start" "${extra[@]}" 2>>"$out/clients.log" &
+    fi
+    echo $! > "$out/pids/$name"
+    wait $! || true
+  done
+}
+prefix_of() { case "$1" in register) echo reg ;; control) echo ctl ;; ids) echo ids ;; ledger) echo led ;; durability) echo dur ;; esac; }
+for w in "${workloads[@]}"; do
+  n=3; [ "$w" = durability ] && n=2
+  for ((i = 0; i < n; i++)); do
+    name="$(prefix_of "$w")-$i"
+    clients+=("$name")
+    supervise "$name" "$w" "$i" 2>/dev/null &  # (bash's "Killed" notices: the faults are in the history)
+    sups+=($!)
+  done
+done
+
+# --- the faults ------------------------------------------------------------
+fault_line() {  # T0 KIND TARGET [EXTRA-JSON]
+  printf '{"t0":%s,"t1":%s,"proc":"nemesis","f":"fault","kind":"%s","target":"%s","type":"ok"%s}\n' \
+    "$1" "$(now)" "$2" "$3" "${4:-}" >> "$out/h/faults.jsonl"
+}
+pid_of() { cat "$out/pids/$1" 2>/dev/null || true; }
+holder() { cat "$out/holder.$1" 2>/dev/null || true; }
+name_of_pid() { local c; for c in "${clients[@]}"; do [ "$(pid_of "$c")" = "$1" ] && { echo "$c"; return; }; done; }
+sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
+server_down=0
+fw() { iptables "$@"; }
+heal() {
+  if [ -n "$netns" ]; then fw -F INPUT 2>/dev/null || true; fw -F OUTPUT 2>/dev/null || true; fi
+  for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true; done
+  case "$engine" in
+    postgres) bash "$root/tests/postgres.sh" resume "$state" 2>/dev/null || true ;;
+    redis) bash "$root/tests/redis.sh" resume "$state" 2>/dev/null || true ;;
+    etcd) bash "$root/tests/etcd.sh" resume "$state" 0 2>/dev/null || true ;;
+    zookeeper) bash "$root/tests/zookeeper.sh" resume "$state" 0 2>/dev/null || true ;;
+  esac
+}
+cleanup() {
+  heal
+  for s in "${sups[@]}"; do kill "$s" 2>/dev/null || true; done
+  for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+  stop_server 2>/dev/null || true
+}
+trap cleanup EXIT
+
+run_fault() {  # KIND DURATION_MS TARGET_INDEX
+  local kind=$1 d=$2 ti=$3 t0 targets="" p c
+  t0=$(now)
+  case "$kind" in
+    client-pause)
+      # The holders of both leases (mid-batch, most likely) and a worker of
+      # every other workload: stopped past their leases.
+      # A holder file names the last grant, whose holder may have released
+      # since: wait for the control's next grant and stop its holder a
+      # write or two into the batch.
+      local pids=() before i
+      before=$(holder control)
+      for i in $(seq 1 60); do [ "$(holder control)" != "$before" ] && break; sleep 0.05; done
+      sleep 0.15
+      for w in register control; do p=$(holder "$w"); p=${p%% *}; [ -n "$p" ] && pids+=("$p"); done
+      for w in ids led dur; do p=$(pid_of "$w-$ti"); [ -n "$p" ] && pids+=("$p"); done
+      for p in "${pids[@]}"; do kill -STOP "$p" 2>/dev/null && targets+="${targets:+,}$(name_of_pid "$p")"; done
+      sleep_ms "$d"
+      for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done ;;
+    client-kill)
+      for c in "reg-$ti" "ctl-$ti" "ids-$ti" "led-$ti" "dur-$((ti % 2))"; do
+        p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && targets+="${targets:+,}$c"
+      done
+      sleep_ms "$d" ;;
+    clock)
+      # Index ti's clients restart (SIGKILL) on a faked clock: the lease and
+      # ledger clients' runs at a quarter speed (a lease held too long by
+      # their own reckoning), the ID client's is 30 s behind (a clock that
+      # went back); then they restart on the real clock.
+      local spec="+0 x0.25 (leases, ledger); -30s (ids)"
+      for c in "reg-$ti" "ctl-$ti" "ids-$ti" "led-$ti"; do
+        [ -f "$out/pids/$c" ] || continue
+        if [ "${c%%-*}" = ids ]; then echo "-30s" > "$out/clock.$c"; else echo "+0 x0.25" > "$out/clock.$c"; fi
+        p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true
+        targets+="${targets:+,}$c"
+      done
+      sleep_ms "$d"
+      for c in "reg-$ti" "ctl-$ti" "ids-$ti" "led-$ti"; do
+        [ -f "$out/clock.$c" ] || continue
+        rm -f "$out/clock.$c"
+        p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true
+      done
+      fault_line "$t0" "$kind" "$targets" ",\"faketime\":\"$spec\""
+      return ;;
+    server-kill)
+      targets=server
+      case "$engine" in
+        postgres) sleep_ms "$d"; bash "$root/tests/postgres.sh" kill "$state" "$port" ;;
+        redis) sleep_ms "$d"; bash "$root/tests/redis.sh" kill "$state" "$port" ;;
+        etcd) bash "$root/tests/etcd.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/etcd.sh" restart "$state" 0 ;;
+        zookeeper) bash "$root/tests/zookeeper.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/zookeeper.sh" restart "$state" 0 ;;
+      esac ;;
+    server-pause)
+      targets=server
+      case "$engine" in
+        postgres|redis) bash "$root/tests/$engine.sh" pause "$state"; sleep_ms "$d"; bash "$root/tests/$engine.sh" resume "$state" ;;
+        etcd|zookeeper) bash "$root/tests/$engine.sh" pause "$state" 0; sleep_ms "$d"; bash "$root/tests/$engine.sh" resume "$state" 0 ;;
+      esac ;;
+    partition)
+      # Every packet to and from the server's client port dropped.
+      targets=server
+      fw -I INPUT -p tcp --dport "$port" -j DROP
+      fw -I OUTPUT -p tcp --sport "$port" -j DROP
+      sleep_ms "$d"
+      fw -F INPUT; fw -F OUTPUT ;;
+    connection-cut)
+      # Every packet to the server answered with a reset: open connections break.
+      targets=server
+      fw -I INPUT -p tcp --dport "$port" -j REJECT --reject-with tcp-reset
+      sleep_ms "$d"
+      fw -F INPUT ;;
+  esac
+  fault_line "$t0" "$kind" "$targets"
+}
+
+log "store $store; $seconds s, seed $seed; faults: ${kinds[*]}"
+while read -r at kind d ti; do
+  wait_until=$(( start + at * 1000000 ))
+  n=$(now); [ "$n" -lt "$wait_until" ] && sleep_ms $(( (wait_until - n) / 1000000 ))
+  run_fault "$kind" "$d" "$ti"
+done < "$out/schedule.txt"
+heal
+for s in "${sups[@]}"; do wait "$s" 2>/dev/null || true; done
+sups=()
+
+# --- the final reads -------------------------------------------------------
+finals=0
+for w in "${workloads[@]}"; do
+  case "$w" in
+    ledger) "$client" final --store "$store" --workload ledger --proc final --history "$out/h/final-ledger.jsonl" \
+              --slots-at "$slots_at" --slots "$slots" 2>>"$out/clients.log" || finals=1 ;;
+    durability)
+      for i in 0 1; do
+        [ -f "$out/h/dur-$i.jsonl" ] || continue
+        "$client" final --store "$store" --workload durability --proc "dur-$i" --history "$out/h/dur-$i.jsonl" \
+          2>>"$out/clients.log" || finals=1
+      done ;;
+  esac
+done
+[ "$finals" = 0 ] || { log "a final read failed:"; tail -n 20 "$out/clients.log" >&2; }
+
+# --- the check -------------------------------------------------------------
+cat "$out"/h/ctl-*.jsonl > "$out/control.jsonl" 2>/dev/null || : > "$out/control.jsonl"
+find "$out/h" -name '*.jsonl' ! -name 'ctl-*' -print0 | sort -z | xargs -0 cat > "$out/history.jsonl"
+meta=(--meta "engine=$engine" --meta "seed=$seed" --meta "seconds=$seconds" --meta "store=$store")
+for k in "${!not_run[@]}"; do meta+=(--meta "not_run.$k=${not_run[$k]}"); done
+rc=0
+"$check" "$out/history.jsonl" --control "$out/control.jsonl" --summary "$out/summary.json" --svg "$out/timeline.svg" \
+  "${meta[@]}" || rc=$?
+[ "$finals" = 0 ] || rc=1
+log "history, summary.json and timeline.svg in $out"
+exit "$rc"
