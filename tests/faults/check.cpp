@@ -63,7 +63,8 @@ std::string esc(const std::string& s) {
 /// The timeline: one row per client process (the control's below), time
 /// left to right; fault windows shaded (a server or network fault across
 /// every row, a client fault on its row); the lease workloads' writes and
-/// the ledger's runs as ticks: ok, refused, unknown, and violations in red.
+/// the ledger's runs as ticks: ok, refused, unknown, and violations in red
+/// (a ledger run refused, a replay or a slot in progress, is not drawn).
 /// ID and durability operations are too many to draw: the table counts them.
 std::string svg(const std::vector<op>& main, const std::vector<op>& control, const std::set<std::size_t>& bad_main,
                 const std::set<std::size_t>& bad_control, const std::string& title) {
@@ -76,7 +77,7 @@ std::string svg(const std::vector<op>& main, const std::vector<op>& control, con
             rows.push_back(name);
         }
     };
-    auto drawn = [](const op& o) { return o.f == "write" || o.f == "run"; };
+    auto drawn = [](const op& o) { return o.f == "write" || (o.f == "run" && o.type != "refused"); };
     for (const auto* h : {&main, &control})
         for (const auto& o : *h) {
             if (o.f != "fault" && !drawn(o)) continue;
@@ -95,7 +96,7 @@ std::string svg(const std::vector<op>& main, const std::vector<op>& control, con
     for (const auto& n : names) add_row("control " + n);
     if (lo >= hi) hi = lo + 1;
     const int left = 130, width = 900, row_h = 18, top = 40;
-    const int height = top + static_cast<int>(rows.size()) * row_h + 60;
+    const int height = top + static_cast<int>(rows.size()) * row_h + 50;
     auto x = [&](std::int64_t t) { return left + static_cast<double>(t - lo) * width / static_cast<double>(hi - lo); };
     std::string s;
     char buf[512];
@@ -168,9 +169,10 @@ std::string svg(const std::vector<op>& main, const std::vector<op>& control, con
     std::snprintf(buf, sizeof buf,
                   "<text x=\"%d\" y=\"%d\">%.1f s. Ticks: writes (lease workloads) and ledger runs: "
                   "<tspan fill=\"#2ca02c\">ok</tspan>, <tspan fill=\"#999\">refused</tspan>, "
-                  "<tspan fill=\"#ff7f0e\">unknown</tspan>, <tspan fill=\"#d62728\">violation</tspan>. "
-                  "Shaded: client pause/kill (own row), clock offset (green), server fault (orange), network (blue).</text>\n",
-                  left, ly, static_cast<double>(hi - lo) / 1e9);
+                  "<tspan fill=\"#ff7f0e\">unknown</tspan>, <tspan fill=\"#d62728\">violation</tspan>.</text>\n"
+                  "<text x=\"%d\" y=\"%d\">Shaded: client pause or kill (its rows, grey), faked clock (its rows, green), "
+                  "server kill or pause (orange), partition or connection cut (blue).</text>\n",
+                  left, ly, static_cast<double>(hi - lo) / 1e9, left, ly + 16);
     s += buf;
     s += "</svg>\n";
     return s;
@@ -269,6 +271,23 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    // One row of the README's table.
+    auto cell = [&](const char* w) {
+        auto it = r.workloads.find(w);
+        if (it == r.workloads.end()) {
+            for (const auto& [k, v] : meta)
+                if (k == std::string("not_run.") + w) return std::string("not run");
+            return std::string("-");
+        }
+        return std::to_string(it->second.ok) + " / " + std::to_string(it->second.refused) + " / " +
+               std::to_string(it->second.unknown) + " / **" + std::to_string(it->second.violations.size()) + "**";
+    };
+    std::string engine = "?", faults_run;
+    for (const auto& [k, v] : meta)
+        if (k == "engine") engine = v;
+    for (const auto& [kind, n] : r.faults) faults_run += (faults_run.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+    std::printf("markdown: | %s | %s | %s | %s | %s | %s | %zu |\n", engine.c_str(), faults_run.c_str(), cell("register").c_str(),
+                cell("ids").c_str(), cell("ledger").c_str(), cell("durability").c_str(), c.violations());
     if (with_control && !control_caught) return 1;
     return r.violations() == 0 ? 0 : 1;
 }

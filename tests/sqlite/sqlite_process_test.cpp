@@ -92,6 +92,35 @@ std::string query_one(const std::filesystem::path& db, const std::string& sql) {
     return out;
 }
 
+// Several processes opening one new file at the same moment (two web
+// instances started together): every one opens it and writes.
+TEST(SqliteProcess, ProcessesOpeningANewFileAtOnceAllOpenIt) {
+    for (int round = 0; round < 20; ++round) {
+        scratch_dir dir;
+        const auto path = dir / "coord.db";
+        // All four open at one instant: a start time fixed before the forks.
+        const auto go = std::chrono::steady_clock::now() + std::chrono::milliseconds{50};
+        std::vector<std::unique_ptr<child_process>> kids;
+        for (int id = 0; id < 4; ++id)
+            kids.push_back(std::make_unique<child_process>([&, id](int) {
+                while (std::chrono::steady_clock::now() < go) {
+                }
+                coord::sqlite::options o;
+                o.busy_timeout = std::chrono::milliseconds{5000};
+                coord::sqlite::store store{path, {}, o};
+                coord::basic_keyed_fenced_resource res{store};
+                return res.write("k" + std::to_string(id), 1, "v") ? 0 : 2;
+            }));
+        for (auto& k : kids) EXPECT_EQ(k->wait(), 0) << "round " << round;
+        coord::sqlite::store store{path};
+        for (int id = 0; id < 4; ++id) {
+            auto v = store.fence_read("k" + std::to_string(id));
+            ASSERT_TRUE(v) << v.error().message();
+            EXPECT_EQ(v->value, "v");
+        }
+    }
+}
+
 TEST(SqliteProcess, RacingFenceWritesKeepTheLargestTokenAcrossKills) {
     scratch_dir dir;
     const auto path = dir / "coord.db";

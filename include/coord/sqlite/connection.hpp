@@ -24,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -256,7 +257,21 @@ public:
                                                               : "PRAGMA synchronous=OFF";
         // A page cache of up to 64 MiB per store object (allocated as pages
         // are read): a write's B-tree path stays in memory with millions of keys.
-        for (const char* sql : {"PRAGMA journal_mode=WAL", sync, "PRAGMA cache_size=-65536"}) {
+        // Processes opening a new file at once all ask for WAL, each holding
+        // the shared lock while it waits for the exclusive one: SQLite's busy
+        // handler cannot resolve that (each waits for the other), so the
+        // switch is tried in short attempts, the locks released in between,
+        // until busy_timeout.
+        sqlite3_busy_timeout(db_, 10);
+        const auto until = std::chrono::steady_clock::now() + opts_.busy_timeout;
+        for (;;) {
+            const int e = exec_raw("PRAGMA journal_mode=WAL");
+            if (e == SQLITE_OK) break;
+            if ((e & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= until) fail_open(e);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        sqlite3_busy_timeout(db_, static_cast<int>(opts_.busy_timeout.count()));
+        for (const char* sql : {sync, "PRAGMA cache_size=-65536"}) {
             if (int e = exec_raw(sql); e != SQLITE_OK) fail_open(e);
         }
     }
