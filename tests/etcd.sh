@@ -5,8 +5,10 @@
 # missing and the user is root (the packaged service is never started). ctest
 # runs `start` and `stop` as the fixtures of the tests that need them.
 #
-#   tests/etcd.sh start DIR PORT [N]   # a fresh cluster of N members (1 or 3, default 1):
-#                                      # member i serves clients on PORT+2i, peers on PORT+2i+1
+#   tests/etcd.sh start DIR PORT [N] [durable]
+#                                      # a fresh cluster of N members (1 or 3, default 1):
+#                                      # member i serves clients on PORT+2i, peers on PORT+2i+1;
+#                                      # durable: etcd's own fsync kept (the fault suite)
 #   tests/etcd.sh stop DIR             # every member stopped, DIR removed
 #   tests/etcd.sh kill DIR I           # SIGKILL member I (0-based)
 #   tests/etcd.sh restart DIR I        # start member I again on its data
@@ -15,8 +17,8 @@
 #   tests/etcd.sh leader DIR           # the index of the member that is leader now
 #   tests/etcd.sh conninfo DIR PORT [N]  # etcd://127.0.0.1:PORT[,...]
 #
-# No fsync (--unsafe-no-fsync): a SIGKILL loses nothing the OS holds; the
-# tests kill processes, not machines.
+# No fsync (--unsafe-no-fsync) unless started durable: a SIGKILL loses
+# nothing the OS holds; the tests kill processes, not machines.
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
@@ -62,7 +64,7 @@ member_start() {  # member_start I STATE(new|existing)
     --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
     --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
     --initial-cluster "$(cluster_spec "$(members)" "$base")" --initial-cluster-state "$state" \
-    --initial-cluster-token "coord-$base" --unsafe-no-fsync \
+    --initial-cluster-token "coord-$base" $( [ "$(cat "$dir/mode" 2>/dev/null)" = durable ] || echo --unsafe-no-fsync) \
     </dev/null >>"$m/log" 2>&1 &
   echo $! > "$m/pid"
 }
@@ -95,7 +97,7 @@ case "$cmd" in
     install_server
     if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do member_stop "$i" KILL; done; fi
     rm -rf "$dir"; mkdir -p "$dir"
-    echo "$base" > "$dir/port"; echo "$n" > "$dir/members"
+    echo "$base" > "$dir/port"; echo "$n" > "$dir/members"; echo "${5:-fast}" > "$dir/mode"
     for i in $(seq 0 $((n - 1))); do member_start "$i" new; done
     wait_healthy $(seq 0 $((n - 1)))
     log "ready: $n member(s) from 127.0.0.1:$base (state in $dir)"

@@ -6,8 +6,10 @@
 # the user is root (the packaged service is never started). ctest runs
 # `start` and `stop` as the fixtures of the tests that need them.
 #
-#   tests/zookeeper.sh start DIR PORT [N]    # a fresh standalone server (N=1) or ensemble (N=3):
-#                                            # server i serves clients on PORT+3i
+#   tests/zookeeper.sh start DIR PORT [N] [durable]
+#                                            # a fresh standalone server (N=1) or ensemble (N=3):
+#                                            # server i serves clients on PORT+3i; durable:
+#                                            # forceSync=yes (the fault suite)
 #   tests/zookeeper.sh stop DIR              # every server stopped, DIR removed
 #   tests/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
 #   tests/zookeeper.sh restart DIR I         # start server I again on its data
@@ -15,8 +17,9 @@
 #   tests/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
 #   tests/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
 #
-# forceSync=no: a SIGKILL loses nothing the OS holds (the tests kill
-# processes, not machines); production wants forceSync=yes (README).
+# forceSync=no unless started durable: a SIGKILL loses nothing the OS holds
+# (the tests kill processes, not machines); production wants forceSync=yes
+# (README).
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
@@ -107,7 +110,7 @@ case "$cmd" in
         echo "tickTime=2000"; echo "initLimit=10"; echo "syncLimit=5"
         echo "dataDir=$d/data"; echo "clientPort=$((b + 3 * i))"; echo "clientPortAddress=127.0.0.1"
         echo "maxClientCnxns=500"; echo "admin.enableServer=false"; echo "4lw.commands.whitelist=ruok,srvr,stat,mntr"
-        echo "forceSync=no"
+        if [ "${5:-fast}" = durable ]; then echo "forceSync=yes"; else echo "forceSync=no"; fi
         if [ "$n" = 3 ]; then
           for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:$((b + 3 * j + 1)):$((b + 3 * j + 2))"; done
         fi

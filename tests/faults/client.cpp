@@ -325,7 +325,6 @@ void ledger_final(Store& store, const args& a, history& h) {
         if constexpr (atomic_effect<Store>) {
             // The effect table read inside a run of a slot of its own (the
             // ledger's transaction is the way into the store's database).
-            const auto t0 = mono_ns();
             coord::slot reader("fx-read", coord::slot::time_point{std::chrono::milliseconds{a.slots_at_ms}});
             auto r = ledger.run(reader, "final-" + std::to_string(::getpid()), "", [&](const coord::ledger_context&) {
                 auto q = effect_exec<Store>("SELECT slot, fence, worker FROM coord_fault_fx");
@@ -335,7 +334,6 @@ void ledger_final(Store& store, const args& a, history& h) {
             });
             if (!r || r->kind != coord::run_outcome::applied)
                 throw std::runtime_error("cannot read the effect table" + (r ? std::string() : ": " + r.error().message()));
-            (void)t0;
         }
         for (std::uint64_t k = 0; k < a.slots; ++k) {
             const auto s = slot_at(a, k);

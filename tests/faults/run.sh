@@ -8,7 +8,9 @@
 #
 # ENGINE: file, sqlite, postgres, redis, etcd or zookeeper. The servers are
 # started here through the project's own scripts (tests/<engine>.sh, with
-# the engine's durable settings), on ports of their own, state under /tmp.
+# the engine's durable settings: PostgreSQL's fsync and synchronous commit,
+# Redis appendfsync always, etcd's fsync, ZooKeeper forceSync=yes), on ports
+# of their own, state under /tmp.
 # As root, the whole run happens in a network namespace made here (so a
 # partition is iptables rules on that namespace's loopback, nothing outside
 # it is touched). --build: the build tree holding coord_fault_client,
@@ -20,7 +22,7 @@
 # any violation, or when the control shows none (then the run proved nothing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-engine="" seconds=20 seed=1 out="" build="$root/build/default"
+engine="" seconds=20 seed=1 out="" build="$root/build/default" dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --engine) engine="$2"; shift 2 ;;
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
-    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper [--seconds N] [--seed S] [--out DIR] [--build DIR]" >&2; exit 2 ;;
+    --dry-run) dry=1; shift ;;
+    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper [--seconds N] [--seed S] [--out DIR] [--build DIR] [--dry-run]" >&2; exit 2 ;;
   esac
 done
 case "$engine" in file|sqlite|postgres|redis|etcd|zookeeper) ;; *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd or zookeeper" >&2; exit 2 ;; esac
@@ -38,7 +41,7 @@ case "$engine" in file|sqlite|postgres|redis|etcd|zookeeper) ;; *) echo "$0: --e
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 client="$build/tests/coord_fault_client" check="$build/tests/coord_fault_check" coordctl="$build/examples/coordctl"
-for b in "$client" "$check" "$coordctl"; do
+[ "$dry" = 1 ] || for b in "$client" "$check" "$coordctl"; do
   [ -x "$b" ] || { echo "$0: $b is missing: build first (cmake --workflow --preset default)" >&2; exit 2; }
 done
 log() { printf '[faults %s] %s\n' "$engine" "$*" >&2; }
@@ -49,7 +52,7 @@ server=1
 case "$engine" in file|sqlite) server=0 ;; esac
 
 # As root: run again inside a network namespace of its own.
-if [ "$server" = 1 ] && [ -z "${COORD_FAULTS_NETNS:-}" ] && [ "$(id -u)" = 0 ]; then
+if [ "$dry" = 0 ] && [ "$server" = 1 ] && [ -z "${COORD_FAULTS_NETNS:-}" ] && [ "$(id -u)" = 0 ]; then
   command -v iptables >/dev/null || { log "installing iptables"; apt_install iptables; }
   ns="coord-faults-$engine-$$"
   ip netns add "$ns"
@@ -61,9 +64,11 @@ if [ "$server" = 1 ] && [ -z "${COORD_FAULTS_NETNS:-}" ] && [ "$(id -u)" = 0 ]; 
   exit "$rc"
 fi
 netns="${COORD_FAULTS_NETNS:-}"
+# Partitions need the namespace (a dry run as root draws what the run would).
+partitions=0
+[ -n "$netns" ] && partitions=1
+[ "$dry" = 1 ] && [ "$(id -u)" = 0 ] && partitions=1
 
-rm -rf "$out"
-mkdir -p "$out/h" "$out/pids"
 state="/tmp/coord-faults-$engine"
 now() { "$client" now; }
 faketime_lib=""
@@ -71,41 +76,7 @@ for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 /usr/lib/*/faketime
   [ -f "$f" ] && { faketime_lib="$f"; break; }
 done
 
-# --- the store -------------------------------------------------------------
 declare -A not_run=()
-port=""
-case "$engine" in
-  file) rm -rf "$state"; mkdir -p "$state"; store="file:$state/store" ;;
-  sqlite) rm -rf "$state"; mkdir -p "$state"; store="sqlite:$state/store.db" ;;
-  postgres)
-    port=23432
-    bash "$root/tests/postgres.sh" start "$state" "$port" durable
-    store="postgres:$(bash "$root/tests/postgres.sh" conninfo "$state" "$port")" ;;
-  redis)
-    port=23379
-    bash "$root/tests/redis.sh" start "$state" "$port"
-    store="$(bash "$root/tests/redis.sh" conninfo "$state" "$port")/0" ;;
-  etcd)
-    port=23390
-    bash "$root/tests/etcd.sh" start "$state" "$port" 1
-    store="$(bash "$root/tests/etcd.sh" conninfo "$state" "$port" 1)" ;;
-  zookeeper)
-    port=23400
-    bash "$root/tests/zookeeper.sh" start "$state" "$port" 1
-    store="$(bash "$root/tests/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
-esac
-stop_server() {
-  case "$engine" in
-    postgres) bash "$root/tests/postgres.sh" stop "$state" ;;
-    redis) bash "$root/tests/redis.sh" stop "$state" ;;
-    etcd) bash "$root/tests/etcd.sh" stop "$state" ;;
-    zookeeper) bash "$root/tests/zookeeper.sh" stop "$state" ;;
-    *) rm -rf "$state" ;;
-  esac
-}
-"$coordctl" store init --store "$store" --force >/dev/null
-"$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
-
 workloads=(register control ids ledger durability)
 if [ "$engine" = etcd ]; then
   workloads=(register control ids durability)
@@ -114,7 +85,7 @@ fi
 faults=(client-pause client-kill clock)
 if [ "$server" = 1 ]; then
   faults+=(server-kill server-pause)
-  if [ -n "$netns" ]; then faults+=(partition connection-cut)
+  if [ "$partitions" = 1 ]; then faults+=(partition connection-cut)
   else
     not_run[partition]="needs root (a network namespace and iptables)"
     not_run[connection-cut]="needs root (a network namespace and iptables)"
@@ -136,18 +107,20 @@ fi
 RANDOM=$seed
 kinds=()
 for k in "${faults[@]}"; do [ -n "$k" ] && kinds+=("$k"); done
+# (Sets d: no $(...), whose subshell would draw from a reseeded RANDOM.)
 dur_of() {  # ms: a client pause outlives the 2 s lease and the 1.5 s ledger lease
   case "$1" in
-    client-pause) echo $(( 2600 + RANDOM % 600 )) ;;
-    client-kill) echo 200 ;;
-    clock) echo $(( 2500 + RANDOM % 500 )) ;;
-    server-kill) echo $(( 500 + RANDOM % 1000 )) ;;
-    server-pause) echo $(( 1500 + RANDOM % 1000 )) ;;
-    partition) echo $(( 1500 + RANDOM % 1000 )) ;;
-    connection-cut) echo 300 ;;
+    client-pause) d=$(( 2600 + RANDOM % 600 )) ;;
+    client-kill) d=200 ;;
+    clock) d=$(( 2500 + RANDOM % 500 )) ;;
+    server-kill) d=$(( 500 + RANDOM % 1000 )) ;;
+    server-pause) d=$(( 1500 + RANDOM % 1000 )) ;;
+    partition) d=$(( 1500 + RANDOM % 1000 )) ;;
+    connection-cut) d=300 ;;
   esac
 }
-: > "$out/schedule.txt"
+schedule=$(mktemp)
+: > "$schedule"
 budget=$(( seconds * 1000 - 2000 )) at=1000
 round=0
 while [ "$at" -lt "$budget" ]; do
@@ -159,12 +132,58 @@ while [ "$at" -lt "$budget" ]; do
   round=$((round + 1))
   for k in "${order[@]}"; do
     [ -n "$k" ] || continue
-    d=$(dur_of "$k") target=$(( RANDOM % 3 ))
+    dur_of "$k"
+    target=$(( RANDOM % 3 ))
     [ $(( at + d )) -lt "$budget" ] || break 2
-    echo "$at $k $d $target" >> "$out/schedule.txt"
+    echo "$at $k $d $target" >> "$schedule"
     at=$(( at + d + 300 + RANDOM % 300 ))
   done
 done
+
+if [ "$dry" = 1 ]; then
+  cat "$schedule"
+  rm -f "$schedule"
+  exit 0
+fi
+rm -rf "$out"
+mkdir -p "$out/h" "$out/pids"
+cp "$schedule" "$out/schedule.txt"
+rm -f "$schedule"
+
+# --- the store -------------------------------------------------------------
+stop_server() {
+  case "$engine" in
+    postgres) bash "$root/tests/postgres.sh" stop "$state" ;;
+    redis) bash "$root/tests/redis.sh" stop "$state" ;;
+    etcd) bash "$root/tests/etcd.sh" stop "$state" ;;
+    zookeeper) bash "$root/tests/zookeeper.sh" stop "$state" ;;
+    *) rm -rf "$state" ;;
+  esac
+}
+trap stop_server EXIT
+port=""
+case "$engine" in
+  file) rm -rf "$state"; mkdir -p "$state"; store="file:$state/store" ;;
+  sqlite) rm -rf "$state"; mkdir -p "$state"; store="sqlite:$state/store.db" ;;
+  postgres)
+    port=23432
+    bash "$root/tests/postgres.sh" start "$state" "$port" durable
+    store="postgres:$(bash "$root/tests/postgres.sh" conninfo "$state" "$port")" ;;
+  redis)
+    port=23379
+    bash "$root/tests/redis.sh" start "$state" "$port"
+    store="$(bash "$root/tests/redis.sh" conninfo "$state" "$port")/0" ;;
+  etcd)
+    port=23390
+    bash "$root/tests/etcd.sh" start "$state" "$port" 1 durable
+    store="$(bash "$root/tests/etcd.sh" conninfo "$state" "$port" 1)" ;;
+  zookeeper)
+    port=23400
+    bash "$root/tests/zookeeper.sh" start "$state" "$port" 1 durable
+    store="$(bash "$root/tests/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
+esac
+"$coordctl" store init --store "$store" --force >/dev/null
+"$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
 
 # --- the clients -----------------------------------------------------------
 start=$(now)
