@@ -30,8 +30,11 @@ function check(ok, what) {
 function evilServer(host) {
   const server = http.createServer((req, res) => {
     res.writeHead(200, {'Content-Type': 'text/html'});
-    res.end(`<!doctype html><form id="f" method="post" action="${A}/logout-all">` +
-            `<input name="csrf" value="guessed"></form><script>document.getElementById('f').submit()</script>`);
+    // /login: login CSRF (the victim signed in to the attacker's account).
+    const form = req.url === '/login'
+      ? `<form id="f" method="post" action="${A}/login"><input name="user" value="bob"><input name="password" value="builder"></form>`
+      : `<form id="f" method="post" action="${A}/logout-all"><input name="csrf" value="guessed"></form>`;
+    res.end(`<!doctype html>${form}<script>document.getElementById('f').submit()</script>`);
   });
   return new Promise((resolve) => server.listen(evilPort + (host === 'localhost' ? 0 : 1), host, () => resolve(server)));
 }
@@ -174,6 +177,17 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
       check(still.status === 200 && JSON.parse(still.body).user === 'alice', `alice is still signed in after the post from ${what}`);
       check((await me(pv, A)).status === 200, `alice's other session is alive after the post from ${what}`);
     }
+
+    // A login posted from another site (the attacker's credentials, to sign
+    // the victim in as the attacker) is refused too: no session appears.
+    const ctxLoginCsrf = await browser.createBrowserContext();
+    const pl = await ctxLoginCsrf.newPage();
+    const loginNav = pl.waitForNavigation({waitUntil: 'load'}).catch(() => null);
+    await pl.goto(`http://localhost:${evilPort}/login`);
+    const loginRes = await loginNav;
+    check(loginRes !== null && loginRes.status() === 403, `a login posted from another site is refused (${loginRes ? loginRes.status() : 'no navigation'})`);
+    check((await sessionCookie(pl, A)) === undefined, 'the cross-site login set no session cookie');
+    check((await me(pl, A)).status === 401, 'the browser is not signed in as the attacker');
 
     // 7. After the idle timeout the session is gone (judged by the store).
     const ctxIdle = await browser.createBrowserContext();
