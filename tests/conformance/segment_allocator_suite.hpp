@@ -67,7 +67,7 @@ TYPED_TEST_P(SegmentAllocatorConformance, ConcurrentCallsGetDisjointRanges) {
         pool.emplace_back([&, t] {
             for (int i = 0; i < per_thread; ++i) {
                 auto r = a.segment_allocate("t", static_cast<std::uint64_t>(1 + (i + t) % 7));
-                ASSERT_TRUE(r);
+                ASSERT_TRUE(r) << r.error().message();
                 std::lock_guard lk(m);
                 got.push_back(*r);
             }

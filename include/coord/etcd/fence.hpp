@@ -28,6 +28,7 @@
 #include <utility>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/etcd/context.hpp"
 #include "coord/fence.hpp"
 
@@ -49,6 +50,7 @@ public:
     result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
         const std::string fk = fence_key(key), sk = seq_key(key);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto r = ctx_.txn({}, {detail::get(fk), detail::get(sk)}, {}, false);
             if (!r) return unexpected(write_error{r.error(), 0});
             if (r->ranges.size() != 2) return unexpected(write_error{detail::bad("fence update: two ranges expected"), 0});
@@ -109,6 +111,7 @@ private:
             puts.push_back(detail::put(sk, pair));
         }
         for (int attempt = 0; attempt < 8; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto r = ctx_.txn(compare, puts, {detail::get(fk)}, true);
             if (!r) return unexpected(write_error{r.error(), 0});
             if (r->succeeded) return {};

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/etcd/context.hpp"
 #include "coord/reservation.hpp"
 
@@ -30,6 +31,7 @@ public:
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         const std::string k = ctx_.key().of("reservation", key);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto r = ctx_.txn({}, {detail::get(k)}, {}, false);
             if (!r) return unexpected(write_error{r.error(), 0});
             coord::detail::reservation_rule::record rec;

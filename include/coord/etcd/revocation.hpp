@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/etcd/context.hpp"
 #include "coord/rules/revocation.hpp"
 #include "coord/session.hpp"
@@ -63,6 +64,7 @@ private:
     // Keeps the later time (the rule never moves a denial or a not-before back).
     result<void> raise(const std::string& key, std::int64_t t) {
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
             if (!r) return unexpected(r.error());
             std::int64_t mod = 0, current = std::numeric_limits<std::int64_t>::min();

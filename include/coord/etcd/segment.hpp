@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/etcd/context.hpp"
 #include "coord/segment.hpp"
 
@@ -31,6 +32,7 @@ public:
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
         const std::string key = ctx_.key().of("segment", tag);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
             if (!r) return unexpected(r.error());
             std::uint64_t used = 0;

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/fence.hpp"
 #include "coord/rules/fence.hpp"
 #include "coord/zookeeper/context.hpp"
@@ -98,6 +99,7 @@ private:
         const std::string p = ctx_.path("fence", key);
         std::optional<known> k = recall(key);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             if (!k) {
                 auto n = ctx_.get(p);
                 if (!n) return unexpected(write_error{n.error(), 0});

@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/lease.hpp"
 #include "coord/zookeeper/context.hpp"
 
@@ -52,6 +53,7 @@ public:
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             if (!k) {
                 auto n = read(p);
                 if (!n) return failed(n.error());
@@ -87,6 +89,7 @@ public:
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             if (!k) {
                 auto n = read(p);
                 if (!n) return failed(n.error());
@@ -137,6 +140,7 @@ public:
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             if (!k) {
                 auto n = read(p);
                 if (!n) return unexpected(failed(n.error()).error());

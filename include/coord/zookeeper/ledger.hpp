@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/rules/ledger.hpp"
 #include "coord/zookeeper/context.hpp"
@@ -124,6 +125,7 @@ private:
     result<T> cas(std::string_view key, Rule&& rule) {
         const std::string p = ctx_.path("ledger", key);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto k = read(p);
             if (!k) return unexpected(k.error());
             auto now = ctx_.now_ns();

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/reservation.hpp"
 #include "coord/rules/reservation.hpp"
 #include "coord/zookeeper/context.hpp"
@@ -30,6 +31,7 @@ public:
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         const std::string p = ctx_.path("reservation", key);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto n = ctx_.get(p);
             if (!n) return unexpected(write_error{n.error(), 0});
             coord::detail::reservation_rule::record rec;

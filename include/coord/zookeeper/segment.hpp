@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "coord/detail/backoff.hpp"
 #include "coord/segment.hpp"
 #include "coord/zookeeper/context.hpp"
 
@@ -32,6 +33,7 @@ public:
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
         const std::string p = ctx_.path("segment", tag);
         for (int attempt = 0; attempt < 64; ++attempt) {
+            if (attempt > 0) coord::detail::conflict_backoff(attempt);
             auto n = ctx_.get(p);
             if (!n) return unexpected(n.error());
             std::uint64_t used = 0;
