@@ -205,8 +205,13 @@ supervise() {  # NAME WORKLOAD INDEX: runs the client again whenever a fault kil
       "$client" run --store "$store" --workload "$workload" --proc "$name" --history "$hist" --until "$until" \
         --index "$index" --slots-at "$slots_at" --slots "$slots" --start "$start" "${extra[@]}" 2>>"$out/clients.log" &
     fi
-    echo $! > "$out/pids/$name"
-    wait $! || true
+    local pid=$!
+    echo "$pid" > "$out/pids/$name"
+    wait "$pid" || true
+    # libfaketime keeps a shared-memory segment and a semaphore named by the
+    # pid, removed at exit: a SIGKILL leaves them, and a later faketime whose
+    # pid is the same fails ("sem_open: File exists").
+    rm -f "/dev/shm/faketime_shm_$pid" "/dev/shm/sem.faketime_sem_$pid"
   done
 }
 prefix_of() { case "$1" in register) echo reg ;; control) echo ctl ;; ids) echo ids ;; ledger) echo led ;; durability) echo dur ;; esac; }
@@ -244,7 +249,12 @@ heal() {
 cleanup() {
   heal
   for s in "${sups[@]}"; do kill "$s" 2>/dev/null || true; done
-  for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+  for c in "${clients[@]}"; do
+    p=$(pid_of "$c")
+    [ -n "$p" ] || continue
+    kill -KILL "$p" 2>/dev/null || true
+    rm -f "/dev/shm/faketime_shm_$p" "/dev/shm/sem.faketime_sem_$p"
+  done
   stop_server 2>/dev/null || true
 }
 trap cleanup EXIT
