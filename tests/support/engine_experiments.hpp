@@ -51,6 +51,11 @@ public:
         const std::string cmd = command(what) + " " + std::to_string(i);
         ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
+    /// A command on the whole cluster ("restart-all").
+    void all(const char* what) const {
+        const std::string cmd = command(what);
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
     /// Kills the leader with SIGKILL after `before`, restarts it after `down`.
     void kill_leader_for(std::chrono::milliseconds before, std::chrono::milliseconds down) const {
         std::this_thread::sleep_for(before);

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "coord/zookeeper/store.hpp"
 #include "support/test_support.hpp"
@@ -31,6 +33,23 @@ inline std::string zk_ensemble_url() { return zk_env("COORD_ZK_ENSEMBLE_URL", "Z
 
 /// `base` with a root node no other test uses.
 inline std::string zk_fresh_root(const std::string& base) { return base + "/" + unique_name(); }
+
+/// A store opened once the ensemble gives a session: a test that starts
+/// right after another restarted servers may find the ensemble still
+/// electing (seen under TSan: no session within the 5 s connect timeout).
+/// Opening is what is retried, never a call the test checks.
+template <class Store = zookeeper::store, class... Args>
+std::unique_ptr<Store> zk_open_when_up(const std::string& url, Args&&... args) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+    for (;;) {
+        try {
+            return std::make_unique<Store>(url, args...);
+        } catch (const std::exception&) {
+            if (std::chrono::steady_clock::now() >= end) throw;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{250});
+    }
+}
 
 struct zk_factory {
     using store_type = zookeeper::basic_store<manual_clock>;
