@@ -39,7 +39,8 @@ inline redis::options redis_options(std::string prefix) {
 }
 
 /// Runs one command on a fresh blocking connection (outside the library):
-/// the reply as text (an integer as its decimal, nil as "(nil)").
+/// the reply as text (an integer as its decimal, nil as "(nil)", an array's
+/// elements a line each).
 inline std::string redis_command(const std::vector<std::string>& args) {
     const auto a = redis::parse_url(redis_url());
     if (!a) throw std::runtime_error("bad COORD_REDIS_URL");
@@ -61,6 +62,13 @@ inline std::string redis_command(const std::vector<std::string>& args) {
     if (!r) out = std::string("error: ") + c->errstr;
     else if (r->type == REDIS_REPLY_INTEGER) out = std::to_string(r->integer);
     else if (r->type == REDIS_REPLY_NIL) out = "(nil)";
+    else if (r->type == REDIS_REPLY_ARRAY)
+        for (std::size_t i = 0; i < r->elements; ++i) {
+            const redisReply* e = r->element[i];
+            if (i) out += '\n';
+            if (e->type == REDIS_REPLY_INTEGER) out += std::to_string(e->integer);
+            else if (e->str) out.append(e->str, e->len);
+        }
     else if (r->str) out.assign(r->str, r->len);
     if (r) freeReplyObject(r);
     redisFree(c);

@@ -81,6 +81,47 @@ TEST(Redis, LeaseExpiryIsOnTheServerClockAndTokensAreFlooredByIt) {
     EXPECT_EQ(b.error().holder, "A");
 }
 
+// A release leaves the line unread when no one joined it since a release
+// found it empty (the lease's w flag). A waiter who joins after such a
+// release must still be woken by the next one: the test releases only once
+// the waiter listens on its channel (it has looked once and found the lease
+// held), and the term and the place last an hour, so only the release's
+// PUBLISH, or else the waiter's deadline (60 s), ends its wait. Twice: the
+// line is found empty again in between.
+TEST(Redis, AWaiterWhoJoinsAfterAReleaseFoundTheLineEmptyIsWokenByTheNext) {
+    const std::string prefix = redis_fresh_prefix();
+    auto store = fresh_store(prefix);
+    coord::basic_lease_manager<coord::redis::store> leases{*store};
+    auto first = leases.acquire("job", "holder", 1h);
+    ASSERT_TRUE(first);
+    ASSERT_TRUE(leases.release(*first));  // nobody in line
+    for (const char* who : {"next", "last"}) {
+        auto held = leases.acquire("job", "holder", 1h);
+        ASSERT_TRUE(held) << held.error().code.message();
+        coord::result<coord::lease, coord::lease_error> l;
+        std::chrono::steady_clock::time_point got{};
+        std::thread w([&] {
+            l = leases.acquire("job", who, 1h, std::chrono::steady_clock::now() + 60s, std::chrono::milliseconds{1h});
+            got = std::chrono::steady_clock::now();
+        });
+        // The waiter's channel has a subscriber: it is past its last look.
+        const auto give_up = std::chrono::steady_clock::now() + 20s;
+        while (redis_command({"PUBSUB", "CHANNELS", "*" + prefix + "*lw*"}).empty()) {
+            ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the waiter never listened";
+            std::this_thread::yield();
+        }
+        const auto released = std::chrono::steady_clock::now();
+        ASSERT_TRUE(leases.release(*held));
+        w.join();
+        ASSERT_TRUE(l) << l.error().code.message();
+        EXPECT_EQ(l->owner, who);
+        EXPECT_GT(l->token, held->token);
+        // Half the deadline: an unwoken waiter gets the lease only at its deadline's last try.
+        EXPECT_LT(got - released, 30s) << who << " was not woken by the release";
+        ASSERT_TRUE(leases.release(*l));  // the line is empty again
+    }
+}
+
 TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
     auto store = fresh_store();
     constexpr std::uint64_t p62 = std::uint64_t{1} << 62;

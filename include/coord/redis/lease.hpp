@@ -67,7 +67,7 @@ public:
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         pool::call c(ctx_.calls());
-        auto r = c.eval(scripts::lease_enqueue, {line_key(name), places_key(name)},
+        auto r = c.eval(scripts::lease_enqueue, {line_key(name), places_key(name), lease_key(name)},
                         {ctx_.now(), std::string(who), detail::ns_arg(place_ttl.count())}, true);
         if (!r) return unexpected(r.error());
         const auto t = detail::u64_of(detail::element(r->get(), 1));

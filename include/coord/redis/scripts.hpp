@@ -40,20 +40,26 @@ namespace coord::redis::scripts {
 #define COORD_REDIS_LUA_WRITES "#!lua\n"
 #define COORD_REDIS_LUA_READS "#!lua flags=no-writes\n"
 
-#define COORD_REDIS_LUA_PRELUDE                                                                         \
+// The helpers, each script including those it calls (a script's helpers
+// are made anew on every call: Lua closures, so fewer is faster). The
+// order matters: CMP and ADD use UCMP.
+#define COORD_REDIS_LUA_UCMP                                                                            \
     "local MAX = '9223372036854775807'\n"                                                               \
     "local function ucmp(a, b)\n"                                                                       \
     "  if #a ~= #b then if #a < #b then return -1 else return 1 end end\n"                              \
     "  if a == b then return 0 end\n"                                                                   \
     "  if a < b then return -1 else return 1 end\n"                                                     \
-    "end\n"                                                                                             \
+    "end\n"
+#define COORD_REDIS_LUA_CMP                                                                             \
     "local function cmp(a, b)\n"                                                                        \
     "  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'\n"                         \
     "  if na and not nb then return -1 end\n"                                                           \
     "  if nb and not na then return 1 end\n"                                                            \
     "  if na then return ucmp(string.sub(b, 2), string.sub(a, 2)) end\n"                                \
     "  return ucmp(a, b)\n"                                                                             \
-    "end\n"                                                                                             \
+    "end\n"
+// inc: a + 1 (below 9 * 10^15, in a double, exact: below 2^53; above, digit groups).
+#define COORD_REDIS_LUA_ADD                                                                             \
     "local function uadd(a, b)\n"                                                                       \
     "  local out, carry, i, j = {}, 0, #a, #b\n"                                                        \
     "  while i > 0 or j > 0 or carry > 0 do\n"                                                          \
@@ -73,27 +79,36 @@ namespace coord::redis::scripts {
     "  if ucmp(s, MAX) > 0 then return MAX end\n"                                                       \
     "  return s\n"                                                                                      \
     "end\n"                                                                                             \
+    "local function inc(a)\n"                                                                           \
+    "  if #a < 16 or (#a == 16 and a < '9000000000000000') then return string.format('%d', tonumber(a) + 1) end\n" \
+    "  return add(a, '1')\n"                                                                            \
+    "end\n"
+#define COORD_REDIS_LUA_CLOCK                                                                           \
     "local function clock(sent)\n"                                                                      \
     "  if sent ~= '' then return sent end\n"                                                            \
     "  local t = redis.call('TIME')\n"                                                                  \
     "  return t[1] .. string.format('%06d', tonumber(t[2])) .. '000'\n"                                 \
     "end\n"                                                                                             \
     "local function ms_of(ns) if #ns <= 6 then return '0' end return string.sub(ns, 1, #ns - 6) end\n"  \
-    "local function us_of(ns) if #ns <= 3 then return '0' end return string.sub(ns, 1, #ns - 3) end\n"  \
+    "local function us_of(ns) if #ns <= 3 then return '0' end return string.sub(ns, 1, #ns - 3) end\n"
+#define COORD_REDIS_LUA_UNSAFE                                                                          \
     "local function unsafe(idkey, want)\n"                                                              \
     "  local id = redis.call('GET', idkey)\n"                                                           \
     "  if not id then return 'U' end\n"                                                                 \
     "  if want ~= '' and id ~= want then return 'C' end\n"                                              \
     "  return false\n"                                                                                  \
     "end\n"
+// Every helper: for the scripts off the hot paths.
+#define COORD_REDIS_LUA_PRELUDE \
+    COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_UNSAFE
 
 // ---------------------------------------------------------------- fence
 // KEYS: identity, fence hash (h highest, w written, s has_seq, q seq, v value, n version)
 
 /// ARGV: identity, token, seq ('' for none), value. {'OK'} | {'S', highest} | {'Q', highest}
-inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_UNSAFE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
-local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q')
+local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q', 'n')
 local h, written, has_seq, q = f[1] or '0', f[2] == '1', f[3] == '1', f[4] or '0'
 local token, seq = ARGV[2], ARGV[3]
 if written and ucmp(token, h) < 0 then return {'S', h} end
@@ -101,20 +116,19 @@ local same = written and token == h
 if seq ~= '' and same and has_seq and ucmp(seq, q) <= 0 then return {'Q', h} end
 if seq ~= '' then has_seq = true; q = seq elseif not same then has_seq = false; q = '0' end
 local s = '0' if has_seq then s = '1' end
-redis.call('HSET', KEYS[2], 'h', token, 'w', '1', 's', s, 'q', q, 'v', ARGV[4])
-redis.call('HINCRBY', KEYS[2], 'n', 1)
+redis.call('HSET', KEYS[2], 'h', token, 'w', '1', 's', s, 'q', q, 'v', ARGV[4], 'n', inc(f[5] or '0'))
 return {'OK'}
 )LUA"};
 
 /// ARGV: identity. {'OK', highest, written, value, version}
-inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local f = redis.call('HMGET', KEYS[2], 'h', 'w', 'v', 'n')
 return {'OK', f[1] or '0', f[2] or '0', f[3] or '', f[4] or '0'}
 )LUA"};
 
 /// The write of a fence_update (compare-and-set on the version read).
 /// ARGV: identity, token, version read, value. {'OK'} | {'S', highest} | {'R'} (changed: read again)
-inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_UNSAFE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q', 'n')
 local h, written = f[1] or '0', f[2] == '1'
@@ -122,16 +136,18 @@ if written and ucmp(ARGV[2], h) < 0 then return {'S', h} end
 if (f[5] or '0') ~= ARGV[3] then return {'R'} end
 local keep = written and ARGV[2] == h and f[3] == '1'
 local s, q = '0', '0' if keep then s = '1'; q = f[4] end
-redis.call('HSET', KEYS[2], 'h', ARGV[2], 'w', '1', 's', s, 'q', q, 'v', ARGV[4])
-redis.call('HINCRBY', KEYS[2], 'n', 1)
+redis.call('HSET', KEYS[2], 'h', ARGV[2], 'w', '1', 's', s, 'q', q, 'v', ARGV[4], 'n', inc(f[5] or '0'))
 return {'OK'}
 )LUA"};
 
 // ---------------------------------------------------------------- leases
-// KEYS: the lease hash (last, held, holder, token, ttl, exp), the line's
+// KEYS: the lease hash (last, held, holder, token, ttl, exp, w), the line's
 // sorted set of tickets and its hash (t last ticket, u:<t> until, o:<t> who).
 // Replies: {'OK'|code, holder, token, ttl, exp, now, ahead}; codes H held,
 // N not the holder, X expired, L the place lapsed.
+// w '0': nobody joined the line since a release found it empty (enqueue sets
+// '1'; a release that finds the line empty sets '0'), so a release with
+// w '0' has no one to wake and leaves the line unread; absent counts as '1'.
 
 #define COORD_REDIS_LUA_LEASE                                                                              \
     "local function lease_state(k, now)\n"                                                                 \
@@ -149,13 +165,16 @@ return {'OK'}
     "  return s.held and s.holder == owner and (token == '0' or token == s.token)\n"                       \
     "end\n"                                                                                                \
     "local function grant(k, s, owner, ttl, now)\n"                                                        \
-    "  local t = uadd(s.last, '1')\n"                                                                      \
+    "  local t = inc(s.last)\n"                                                                            \
     "  local floor = us_of(now)\n"                                                                         \
     "  if ucmp(floor, t) > 0 then t = floor end\n"                                                         \
     "  local exp = add(now, ttl)\n"                                                                        \
     "  redis.call('HSET', k, 'last', t, 'held', '1', 'holder', owner, 'token', t, 'ttl', ttl, 'exp', exp)\n" \
     "  return {'OK', owner, t, ttl, exp, now, '0'}\n"                                                      \
-    "end\n"                                                                                                \
+    "end\n"
+// The line of waiters (lease_queue_store): purge the lapsed places, find or
+// wake the first live one.
+#define COORD_REDIS_LUA_LINE                                                                               \
     "local function purge(z, q, now)\n"                                                                    \
     "  for _, t in ipairs(redis.call('ZRANGE', z, 0, -1)) do\n"                                            \
     "    local u = redis.call('HGET', q, 'u:' .. t)\n"                                                     \
@@ -174,11 +193,12 @@ return {'OK'}
     "local function wake(z, q, channel, now)\n"                                                            \
     "  purge(z, q, now)\n"                                                                                 \
     "  local first = redis.call('ZRANGE', z, 0, 0)[1]\n"                                                   \
-    "  if first then redis.call('PUBLISH', channel .. first, '') end\n"                                    \
+    "  if first then redis.call('PUBLISH', channel .. first, '') return true end\n"                        \
+    "  return false\n"                                                                                     \
     "end\n"
 
 /// KEYS: lease. ARGV: now, owner, ttl.
-inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
 local now = clock(ARGV[1])
 local s = lease_state(KEYS[1], now)
 if s.live then return refusal('H', s, now) end
@@ -186,7 +206,7 @@ return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
 )LUA"};
 
 /// KEYS: lease. ARGV: now, owner, token, ttl ('0': the granted term).
-inline const detail::script lease_renew{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+inline const detail::script lease_renew{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
 local now = clock(ARGV[1])
 local s = lease_state(KEYS[1], now)
 if not holds(s, ARGV[2], ARGV[3]) then return refusal('N', s, now) end
@@ -198,28 +218,37 @@ return {'OK', s.holder, s.token, ttl, exp, now, '0'}
 )LUA"};
 
 /// KEYS: lease, line, line hash. ARGV: now, owner, token, channel prefix.
-/// Wakes only the first live waiter (PUBLISH on its place's channel).
-inline const detail::script lease_release{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
-local now = clock(ARGV[1])
-local s = lease_state(KEYS[1], now)
-if not holds(s, ARGV[2], ARGV[3]) then return refusal('N', s, now) end
-redis.call('HSET', KEYS[1], 'held', '0', 'holder', '', 'exp', '0')
-wake(KEYS[2], KEYS[3], ARGV[4], now)
+/// Wakes only the first live waiter (PUBLISH on its place's channel). With
+/// nobody in line since the last release (w '0'): two calls, and no clock
+/// (the answer's now is '0').
+inline const detail::script lease_release{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
+local r = redis.call('HMGET', KEYS[1], 'held', 'holder', 'token', 'w')
+if not holds({held = r[1] == '1', holder = r[2] or '', token = r[3] or '0'}, ARGV[2], ARGV[3]) then
+  local now = clock(ARGV[1])
+  return refusal('N', lease_state(KEYS[1], now), now)
+end
+local now, w = '0', '0'
+if r[4] ~= '0' then
+  now = clock(ARGV[1])
+  if wake(KEYS[2], KEYS[3], ARGV[4], now) then w = '1' end
+end
+redis.call('HSET', KEYS[1], 'held', '0', 'holder', '', 'exp', '0', 'w', w)
 return {'OK', '', '0', '0', '0', now, '0'}
 )LUA"};
 
 /// KEYS: lease. ARGV: now. {'OK', holder, token, ttl, exp} | {'NONE'}
-inline const detail::script lease_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+inline const detail::script lease_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
 local now = clock(ARGV[1])
 local s = lease_state(KEYS[1], now)
 if not s.live then return {'NONE'} end
 return {'OK', s.holder, s.token, s.ttl, s.exp}
 )LUA"};
 
-/// KEYS: line, line hash. ARGV: now, who, place ttl. {'OK', ticket}
-inline const detail::script lease_enqueue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+/// KEYS: line, line hash, lease. ARGV: now, who, place ttl. {'OK', ticket}
+inline const detail::script lease_enqueue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
 purge(KEYS[1], KEYS[2], now)
+redis.call('HSET', KEYS[3], 'w', '1')
 local t = string.format('%d', redis.call('HINCRBY', KEYS[2], 't', 1))
 redis.call('ZADD', KEYS[1], t, t)
 redis.call('HSET', KEYS[2], 'u:' .. t, add(now, ARGV[3]), 'o:' .. t, ARGV[2])
@@ -228,7 +257,7 @@ return {'OK', t}
 
 /// lease_queue_rule::acquire. KEYS: lease, line, line hash.
 /// ARGV: now, owner, ttl, ticket, place ttl, half the place ttl.
-inline const detail::script lease_acquire_queued{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+inline const detail::script lease_acquire_queued{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
 purge(KEYS[2], KEYS[3], now)
 local s = lease_state(KEYS[1], now)
@@ -244,7 +273,7 @@ return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
 )LUA"};
 
 /// KEYS: line, line hash. ARGV: now, ticket, channel prefix.
-inline const detail::script lease_dequeue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(
+inline const detail::script lease_dequeue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
 if redis.call('ZREM', KEYS[1], ARGV[2]) == 1 then
   redis.call('HDEL', KEYS[2], 'u:' .. ARGV[2], 'o:' .. ARGV[2])
@@ -254,7 +283,7 @@ return {'OK'}
 )LUA"};
 
 /// KEYS: line, line hash. ARGV: now. {'OK', ticket, who, until, ...} (live places, in order)
-inline const detail::script lease_queue_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(local now = clock(ARGV[1])
+inline const detail::script lease_queue_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(local now = clock(ARGV[1])
 local out = {'OK'}
 for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local f = redis.call('HMGET', KEYS[2], 'u:' .. t, 'o:' .. t)
@@ -265,7 +294,7 @@ return out
 
 /// True ('1') when the ticket is first in line and nobody holds the lease.
 /// KEYS: lease, line, line hash. ARGV: now, ticket.
-inline const detail::script lease_next_in_line{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE R"LUA(local now = clock(ARGV[1])
+inline const detail::script lease_next_in_line{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(local now = clock(ARGV[1])
 local s = lease_state(KEYS[1], now)
 if not s.live and first_live(KEYS[2], KEYS[3], now) == ARGV[2] then return {'1'} end
 return {'0'}
@@ -274,7 +303,7 @@ return {'0'}
 // ---------------------------------------------------------------- reservation, segment
 
 /// KEYS: identity, reservation hash (h highest token, u until_ms). ARGV: identity, until_ms, token.
-inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_UNSAFE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local f = redis.call('HMGET', KEYS[2], 'h', 'u')
 local h, u = f[1] or '0', f[2] or '0'
@@ -285,11 +314,13 @@ return {'OK', u}
 )LUA"};
 
 /// KEYS: identity, the tag's counter (the last ID handed out). ARGV: identity, step.
-/// {'OK', last ID now} | {'E'} (past 2^63-1: exhausted)
-inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+/// {'OK', last ID now} | {'E'} (past 2^63-1: exhausted). INCRBY's answer is
+/// a double in Lua, exact below 2^53; above, the counter is read back as text.
+inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UNSAFE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local r = redis.pcall('INCRBY', KEYS[2], ARGV[2])
 if type(r) == 'table' and r.err then return {'E'} end
+if r < 9007199254740992 then return {'OK', string.format('%d', r)} end
 return {'OK', redis.call('GET', KEYS[2])}
 )LUA"};
 
@@ -531,6 +562,12 @@ inline const detail::script echo{"#!lua flags=no-writes\nreturn ARGV[1]\n"};
 #undef COORD_REDIS_LUA_READS
 #undef COORD_REDIS_LUA_PRELUDE
 #undef COORD_REDIS_LUA_LEASE
+#undef COORD_REDIS_LUA_LINE
+#undef COORD_REDIS_LUA_UCMP
+#undef COORD_REDIS_LUA_CMP
+#undef COORD_REDIS_LUA_ADD
+#undef COORD_REDIS_LUA_CLOCK
+#undef COORD_REDIS_LUA_UNSAFE
 #undef COORD_REDIS_LUA_SESSION
 
 }  // namespace coord::redis::scripts
