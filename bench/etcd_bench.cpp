@@ -4,9 +4,11 @@
 //                                 store's own connection (a pool of one): the floor
 //   BM_Etcd_FenceWrite            one fenced write: one transaction (target <= 1.2x)
 //   BM_Etcd_LeaseAcquireRelease   an acquire and a release; items are operations (two an
-//                                 iteration). An acquire is 2 requests (etcd grants a lease
-//                                 on its own, before a key can carry it), a release of one's
-//                                 own grant 1 (a revoke): 1.5 requests an operation
+//                                 iteration; target <= 1.2x). An acquire is a keepalive of a
+//                                 spare lease (the store object's released grant's) and one
+//                                 transaction, a release of one's own grant one transaction
+//   BM_Floor_EtcdKeepalive        one bare keepalive of a lease (POST /v3/lease/keepalive):
+//                                 what an acquire adds to its transaction
 //   BM_Segment_Next/<store>       IDs from a generator on the memory and the etcd allocator
 // The member comes from COORD_ETCD_URL (etcd://HOST:PORT; .ci/run starts one
 // with tests/etcd.sh); without it the binary fails.
@@ -61,6 +63,23 @@ void BM_Floor_EtcdTxn(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Floor_EtcdTxn)->UseRealTime();
+
+void BM_Floor_EtcdKeepalive(benchmark::State& state) {
+    auto& p = floor_pool();
+    auto g = p.request("/v3/lease/grant", R"({"TTL":60})", true);
+    if (!g) fail("grant", g.error());
+    auto id = coord::etcd::detail::int_member(*g, "ID");
+    if (!id) fail("grant", coord::etcd::detail::bad("no lease ID: " + *g));
+    const std::string body = R"({"ID":)" + std::to_string(*id) + "}";
+    for (auto _ : state) {
+        auto k = p.request("/v3/lease/keepalive", body, true);
+        if (!k) fail("keepalive", k.error());
+        benchmark::DoNotOptimize(k);
+    }
+    (void)p.request("/v3/lease/revoke", body, true);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_EtcdKeepalive)->UseRealTime();
 
 void BM_Etcd_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, single(), "bench-fence"); }
 BENCHMARK(BM_Etcd_FenceWrite)->UseRealTime();

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // etcd-only behaviour on one member: terms in etcd's whole seconds (rounded
 // up, the minimum), tokens that are revisions and keep growing across
-// compaction, exact 64-bit fences, a new TTL swapped in on renew,
-// revocations, endpoints that cannot be reached skipped for the next, and
-// clear errors.
+// compaction, exact 64-bit fences, a new TTL swapped in on renew, released
+// grants' leases reused with a whole term, revocations, endpoints that
+// cannot be reached skipped for the next, and clear errors.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -69,6 +69,82 @@ TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
     auto same = store->lease_renew("a", "A", 0, 0ns);  // keepalive: the granted term again
     ASSERT_TRUE(same);
     EXPECT_EQ(same->ttl, 30s);
+}
+
+// A store object keeps the leases of the grants it released as spares and
+// renews one for a new grant asking the same whole seconds: the new grant
+// gets the full term it asked for, another TTL gets a lease of its own, and
+// nothing done with the old grant's token reaches the new holder.
+TEST(Etcd, AReleasedGrantsLeaseServesANewGrantOfTheSameTTLWithItsFullTerm) {
+    auto store = fresh_store();
+    auto a = store->lease_acquire("a", "A", 5s);
+    ASSERT_TRUE(a) << a.error().code.message();
+    ASSERT_TRUE(store->lease_release("a", "A", a->token));
+    auto b = store->lease_acquire("b", "B", 30s);  // another TTL: not a's lease
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->ttl, 30s);
+    auto rb = store->lease_read("b");
+    ASSERT_TRUE(rb && *rb);
+    EXPECT_EQ((*rb)->ttl, 30s);  // etcd's granted TTL
+    auto c = store->lease_acquire("c", "C", 5s);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->ttl, 5s);
+    EXPECT_GT(c->token, a->token);
+    auto rc = store->lease_read("c");
+    ASSERT_TRUE(rc && *rc);
+    EXPECT_EQ((*rc)->ttl, 5s);
+    EXPECT_EQ((*rc)->owner, "C");
+    // The old grant's token reaches nothing: not the name, not the lease.
+    auto stale = store->lease_renew("a", "A", a->token, 0ns);
+    ASSERT_FALSE(stale);
+    EXPECT_EQ(stale.error(), coord::errc::lease_expired);  // the grant's record outlives it
+    EXPECT_EQ(store->lease_release("a", "A", a->token).error(), coord::errc::not_lease_holder);
+    auto still = store->lease_read("c");
+    ASSERT_TRUE(still && *still);
+    EXPECT_EQ((*still)->token, c->token);
+    // Releasing c leaves b alone.
+    ASSERT_TRUE(store->lease_release("c", "C", c->token));
+    auto b_after = store->lease_read("b");
+    ASSERT_TRUE(b_after && *b_after);
+    EXPECT_EQ((*b_after)->owner, "B");
+    EXPECT_FALSE(*store->lease_read("c"));
+}
+
+// The same on a test clock, where terms end when the test says: a spare
+// renewed for a new grant gives it a whole term from the grant (not what was
+// left of the spare's), and a spare whose term ended unused is not reused.
+TEST(Etcd, ASpareLeaseGivesAWholeTermAndOneThatEndedUnusedIsNotReused) {
+    coord::manual_clock clock{coord::test::test_epoch()};
+    coord::etcd::basic_store<coord::manual_clock> store{etcd_url(), clock, etcd_options(etcd_fresh_prefix())};
+    const auto now = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()); };
+    auto a = store.lease_acquire("a", "A", 10s);
+    ASSERT_TRUE(a) << a.error().code.message();
+    ASSERT_TRUE(store.lease_release("a", "A", a->token));
+    clock.advance(6s);  // 4 s left of the released grant's lease
+    auto b = store.lease_acquire("b", "B", 10s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_EQ(b->expires_at, now() + 10s);
+    clock.advance(5s);  // past where the spare's own term would have ended
+    auto held = store.lease_read("b");
+    ASSERT_TRUE(held) << held.error().message();
+    ASSERT_TRUE(*held) << "the new grant ended with the spare's old term";
+    EXPECT_EQ((*held)->owner, "B");
+    clock.advance(6s);  // b's own term ends
+    EXPECT_FALSE(*store.lease_read("b"));
+    EXPECT_EQ(store.lease_renew("b", "B", b->token, 0ns).error(), coord::errc::lease_expired);
+    // A spare whose term ended unused: the next grant has a lease of its own.
+    auto c = store.lease_acquire("c", "C", 10s);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(store.lease_release("c", "C", c->token));
+    clock.advance(20s);
+    auto d = store.lease_acquire("d", "D", 10s);
+    ASSERT_TRUE(d) << d.error().code.message();
+    EXPECT_EQ(d->expires_at, now() + 10s);
+    clock.advance(9s);
+    auto rd = store.lease_read("d");
+    ASSERT_TRUE(rd && *rd);
+    EXPECT_EQ((*rd)->owner, "D");
+    EXPECT_GT(d->token, c->token);
 }
 
 TEST(Etcd, TokensAreRevisionsThatKeepGrowingAcrossCompaction) {

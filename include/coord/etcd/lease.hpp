@@ -16,17 +16,24 @@
 // the grant reports the term it got. expires_at is this machine's clock at
 // the answer plus what etcd said is left (an estimate: the term is etcd's).
 //
-// Round trips: acquire 2 (grant; the transaction: etcd grants a lease only on
-// its own, before a key can carry it), refused 4 (+ the holder's time to
-// live, + the unused lease revoked). A store object remembers the leases of
-// the grants it made: renewing one of them is 1 round trip (a keepalive of
-// the grant's own lease, which no other grant shares) and releasing it 1 (a
-// revoke of that lease, which deletes the holder key in the same step).
-// Otherwise (another process's grant, a lease gone): renew 2 (the holder
-// read; the keepalive) or 4 with a new TTL (a new lease swapped in by a
-// transaction comparing the holder's create revision and lease, the old one
-// revoked); release 2 (a transaction comparing owner and token that deletes
-// the key; the lease revoked); read 2.
+// Round trips: acquire 2 (a lease for the term, then the transaction: etcd
+// grants a lease only on its own, before a key can carry it). A store object
+// keeps the leases of the grants it released, keyless, as spares: the next
+// acquire with the same whole-second TTL renews a spare (a keepalive, which
+// etcd's leader answers without a raft proposal or an fsync) instead of
+// granting a new one. A spare is only ever a lease with no key: released by
+// a transaction that deleted its holder key, or refused before any key took
+// it. Refused 3 (+ the holder's time to live; the lease stays a spare).
+// A store object remembers the leases of the grants it made: renewing one of
+// them is 1 round trip (a keepalive of the grant's own lease, which no other
+// grant shares) and releasing it 1 (a transaction comparing owner and token
+// that deletes the holder key; the lease becomes a spare). Otherwise
+// (another process's grant, a lease gone): renew 2 (the holder read; the
+// keepalive) or 4 with a new TTL (a new lease swapped in by a transaction
+// comparing the holder's create revision and lease, the old one revoked);
+// release 2 (the same transaction; the lease revoked); read 2. Spares end
+// with their term when nobody reuses them (etcd's timer; at most
+// `max_spares` per store object).
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -39,6 +46,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "coord/etcd/context.hpp"
 #include "coord/lease.hpp"
@@ -52,22 +61,23 @@ public:
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
         if (auto e = ctx_.expire_due(); !e) return failed(e.error());
-        auto g = ctx_.grant(ttl);
+        const std::int64_t seconds = detail::context<Clock>::grant_seconds(ttl);
+        auto g = lease_for(ttl, seconds);
         if (!g) return failed(g.error());
         const auto [id, t] = *g;
         const std::string holder = holder_key(name);
         auto r = ctx_.txn({detail::create_is(holder, 0)},
                           {detail::put(holder, owner, id), detail::put(grant_key(name), owner)}, {detail::get(holder)}, true);
         if (!r) {
-            (void)ctx_.revoke(id);
+            (void)ctx_.revoke(id);  // the answer was lost: the key may carry it
             return failed(r.error());
         }
         if (r->succeeded) {
-            remember(name, owner, static_cast<fence_token>(r->revision), id);
+            remember(name, owner, static_cast<fence_token>(r->revision), id, seconds);
             return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
                          std::chrono::nanoseconds{t.ttl_ns}, std::chrono::nanoseconds{t.expires_ns}};
         }
-        (void)ctx_.revoke(id);
+        keep_spare(id, seconds);  // no key took it
         return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
     }
 
@@ -120,28 +130,27 @@ public:
             return refusal(coord::errc::lease_expired, s->ranges.empty() ? std::nullopt : s->ranges[0]);
         }
         (void)ctx_.revoke(h->lease);
-        remember(name, owner, mine, id);
+        remember(name, owner, mine, id, detail::context<Clock>::grant_seconds(ttl));
         return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{t.ttl_ns},
                      std::chrono::nanoseconds{t.expires_ns}};
     }
 
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         if (auto e = ctx_.expire_due(); !e) return unexpected(failed(e.error()).error());
-        // This store object's own grant: revoking its lease deletes the
-        // holder key in one step (1 round trip). Gone: ask etcd who holds it.
-        if (auto mine = recalled(name, owner, token)) {
-            forget(name);
-            auto gone = ctx_.revoke_found(mine->id);
-            if (!gone) return unexpected(failed(gone.error()).error());
-            if (*gone) return {};
-        }
+        const auto mine = recalled(name, owner, token);
+        if (mine) forget(name);
         const std::string holder = holder_key(name);
         std::vector<std::string> compare{detail::value_is(holder, owner)};
         if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
         auto r = ctx_.txn(compare, {detail::get(holder), detail::del(holder)}, {detail::get(holder)}, true);
         if (!r) return unexpected(failed(r.error()).error());
         if (!r->succeeded) return unexpected(refusal(coord::errc::not_lease_holder, r->ranges.empty() ? std::nullopt : r->ranges[0]).error());
-        if (!r->ranges.empty() && r->ranges[0]) (void)ctx_.revoke(r->ranges[0]->lease);
+        if (r->ranges.empty() || !r->ranges[0]) return {};
+        // The key is gone, its lease keyless: this store object's own grant's
+        // lease is kept as a spare (1 round trip); another's is revoked.
+        const std::int64_t id = r->ranges[0]->lease;
+        if (mine && mine->id == id) keep_spare(id, mine->seconds);
+        else (void)ctx_.revoke(id);
         return {};
     }
 
@@ -165,10 +174,46 @@ private:
         std::string owner;
         fence_token token = 0;
         std::int64_t id = 0;
+        std::int64_t seconds = 0;  ///< the whole seconds asked of etcd (grant_seconds)
     };
-    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id) {
+    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id, std::int64_t seconds) {
         std::lock_guard lk(mutex_);
-        made_[std::string(name)] = grant_made{std::string(owner), token, id};
+        made_[std::string(name)] = grant_made{std::string(owner), token, id, seconds};
+    }
+
+    // Spare leases: keyless etcd leases of this store object, by the whole
+    // seconds they were granted for (a keepalive renews a lease for the TTL
+    // it was granted, so only an acquire asking the same seconds reuses one).
+    static constexpr std::size_t max_spares = 16;
+    void keep_spare(std::int64_t id, std::int64_t seconds) {
+        {
+            std::lock_guard lk(mutex_);
+            if (spare_count_ < max_spares) {
+                spares_[seconds].push_back(id);
+                ++spare_count_;
+                return;
+            }
+        }
+        (void)ctx_.revoke(id);
+    }
+    std::optional<std::int64_t> take_spare(std::int64_t seconds) {
+        std::lock_guard lk(mutex_);
+        auto it = spares_.find(seconds);
+        if (it == spares_.end() || it->second.empty()) return std::nullopt;
+        const std::int64_t id = it->second.back();
+        it->second.pop_back();
+        --spare_count_;
+        return id;
+    }
+    // A lease for a new grant's term: a spare renewed for its full term, or
+    // a new one. A spare whose term ended (nobody reused it in time) is dropped.
+    result<std::pair<std::int64_t, detail::term>> lease_for(std::chrono::nanoseconds ttl, std::int64_t seconds) {
+        while (auto id = take_spare(seconds)) {
+            auto k = ctx_.keepalive(*id, ttl);
+            if (!k) return unexpected(k.error());
+            if (*k) return std::pair{*id, **k};
+        }
+        return ctx_.grant(ttl);
     }
     void forget(std::string_view name) {
         std::lock_guard lk(mutex_);
@@ -210,6 +255,8 @@ private:
     detail::context<Clock>& ctx_;
     std::mutex mutex_;
     std::map<std::string, grant_made, std::less<>> made_;
+    std::map<std::int64_t, std::vector<std::int64_t>> spares_;
+    std::size_t spare_count_ = 0;
 };
 
 }  // namespace coord::etcd
