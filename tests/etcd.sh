@@ -5,6 +5,7 @@
 # missing and the user is root (the packaged service is never started). ctest
 # runs `start` and `stop` as the fixtures of the tests that need them.
 #
+#   tests/etcd.sh install             # the server's packages when missing (as root), nothing started
 #   tests/etcd.sh start DIR PORT [N] [durable]
 #                                      # a fresh cluster of N members (1 or 3, default 1):
 #                                      # member i serves clients on PORT+2i, peers on PORT+2i+1;
@@ -25,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|restart|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[etcd.sh] %s\n' "$*" >&2; }
@@ -40,6 +41,7 @@ install_server() {
   apt_install etcd-server curl
   return 0
 }
+[ "$cmd" = install ] && { install_server; exit 0; }
 
 alive() {
   local st

@@ -6,6 +6,7 @@
 # packaged cluster on 5432 is never started). ctest runs `start` and `stop`
 # as the fixture of every test that needs the server.
 #
+#   tests/postgres.sh install         # the server's packages when missing (as root), nothing started
 #   tests/postgres.sh start DIR PORT [durable]
 #                                        # fresh server, database "coord"; durable: fsync and
 #                                        # synchronous commit on (the fault suite: an
@@ -29,7 +30,7 @@ cmd="${1:-}"
 dir="${2:-}"
 port="${3:-15432}"
 pg_bin="${COORD_PG_BIN:-/usr/lib/postgresql/15/bin}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|conninfo DIR [PORT]" >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 cd /  # the server user may not be able to enter the caller's directory
 
@@ -47,6 +48,7 @@ install_server() {
   apt_install postgresql-15
   return 0
 }
+[ "$cmd" = install ] && { install_server; exit 0; }
 
 # The tests' server trades durability for speed (a SIGKILL of the server
 # can lose an acknowledged commit: the WAL buffers die with it); durable keeps

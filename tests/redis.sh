@@ -8,6 +8,7 @@
 # started). ctest runs `start` and `stop` as the fixture of every test that
 # needs the server.
 #
+#   tests/redis.sh install            # the server's packages when missing (as root), nothing started
 #   tests/redis.sh start DIR PORT [durable|volatile]
 #                                     # fresh server, empty data set; volatile: no
 #                                     # append-only file (the benchmarks: coord's cost,
@@ -30,7 +31,7 @@ dir="${2:-}"
 port="${3:-16379}"
 mode="${4:-durable}"
 case "$mode" in durable|volatile) ;; *) echo "mode must be durable or volatile, got $mode" >&2; exit 2 ;; esac
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart|kill|lose|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|kill|lose|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[redis.sh] %s\n' "$*" >&2; }
@@ -45,6 +46,7 @@ install_server() {
   apt_install redis-server redis-tools
   return 0
 }
+[ "$cmd" = install ] && { install_server; exit 0; }
 
 pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
 alive() {  # a zombie counts as dead

@@ -6,6 +6,7 @@
 # the user is root (the packaged service is never started). ctest runs
 # `start` and `stop` as the fixtures of the tests that need them.
 #
+#   tests/zookeeper.sh install          # the server's packages when missing (as root), nothing started
 #   tests/zookeeper.sh start DIR PORT [N] [durable]
 #                                            # a fresh standalone server (N=1) or ensemble (N=3):
 #                                            # server i serves clients on PORT+3i; durable:
@@ -13,6 +14,7 @@
 #   tests/zookeeper.sh stop DIR              # every server stopped, DIR removed
 #   tests/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
 #   tests/zookeeper.sh restart DIR I         # start server I again on its data
+#   tests/zookeeper.sh restart-all DIR       # SIGKILL every server, start them all again on their data
 #   tests/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
 #   tests/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
 #   tests/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
@@ -26,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|kill|restart|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|restart-all|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[zookeeper.sh] %s\n' "$*" >&2; }
@@ -40,6 +42,7 @@ install_server() {
   log "installing zookeeper"
   apt_install zookeeper default-jre-headless
 }
+[ "$cmd" = install ] && { install_server; exit 0; }
 
 alive() {
   local st
@@ -127,6 +130,13 @@ case "$cmd" in
     ;;
   kill) server_stop "${3:?I}" KILL ;;
   restart) server_start "${3:?I}"; wait_serving "$3" ;;
+  restart-all)
+    all=$(seq 0 $(( $(members) - 1 )))
+    for i in $all; do server_stop "$i" KILL; done
+    for i in $all; do server_start "$i"; done
+    # shellcheck disable=SC2086
+    wait_serving $all
+    ;;
   pause) kill -STOP "$(cat "$dir/s${3:?I}/pid")" ;;
   resume) kill -CONT "$(cat "$dir/s${3:?I}/pid")" ;;
   leader)

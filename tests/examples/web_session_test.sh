@@ -9,8 +9,10 @@
 #
 #   tests/examples/web_session_test.sh COORD_WEB OUT_DIR BASE_PORT
 #     (instances on BASE_PORT and BASE_PORT+1, the attacker's pages on +2, +3)
+#   tests/examples/web_session_test.sh install
+#     (only what is missing installed, as above; nothing run)
 set -euo pipefail
-web="$1" out="$2" base="$3"
+web="${1:?usage: $0 COORD_WEB OUT_DIR BASE_PORT | install}" out="${2:-}" base="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=tests/apt_install.sh
 source "$here/../apt_install.sh"
@@ -38,6 +40,8 @@ fi
     npm install --no-audit --no-fund --loglevel=error --prefix "$npm_dir" "puppeteer-core@$puppeteer_version" >&2
   fi
 ) 8>"/tmp/coord-web-npm.lock"
+[ "$web" = install ] && exit 0
+[ -n "$out" ] && [ -n "$base" ] || { echo "usage: $0 COORD_WEB OUT_DIR BASE_PORT | install" >&2; exit 2; }
 
 rm -rf "$out"
 mkdir -p "$out"
