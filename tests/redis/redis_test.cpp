@@ -149,14 +149,15 @@ TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().highest, max63 - 1);
     // Lease tokens continue exactly from a last token near the top.
+    // (The record: "<held><w> <last> <start> <ttl>\n<holder>".)
     ASSERT_TRUE(store->lease_acquire("big", "A", 1h));
-    EXPECT_EQ(redis_command({"HSET", store->key_tag() + "lease:big", "last", std::to_string(p62)}), "0");
+    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "10 " + std::to_string(p62) + " 1 1\nA"}), "OK");
     ASSERT_TRUE(store->lease_release("big", "A", 0));
     auto l = store->lease_acquire("big", "B", 1h);
     ASSERT_TRUE(l);
     EXPECT_EQ(l->token, p62 + 1);
     ASSERT_TRUE(store->lease_release("big", "B", l->token));
-    EXPECT_EQ(redis_command({"HSET", store->key_tag() + "lease:big", "last", std::to_string(max63 - 1)}), "0");
+    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "00 " + std::to_string(max63 - 1) + " 0 0\n"}), "OK");
     l = store->lease_acquire("big", "C", 1h);
     ASSERT_TRUE(l);
     EXPECT_EQ(l->token, max63);
@@ -174,6 +175,54 @@ TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
     EXPECT_EQ(c->begin, max63);
     EXPECT_EQ(c->end, coord::segment_id_limit);
     EXPECT_EQ(store->segment_allocate("ids", 1).error(), coord::errc::range_exhausted);
+}
+
+// Writes go first (SET ... GET) and are put back when the rule refuses:
+// whatever a refusal or a foreign key makes the script do, the key holds
+// afterwards exactly what it held before.
+TEST(Redis, ARefusalOrAKeyCoordDidNotWriteLeavesTheKeyAsItWas) {
+    auto store = fresh_store();
+    const std::string fence_key = store->key_tag() + "fence:f";
+    const std::string lease_key = store->key_tag() + "lease:n";
+    ASSERT_TRUE(store->fence_write("f", 5, 1, "five"));
+    const std::string before = redis_command({"GET", fence_key});
+    EXPECT_EQ(store->fence_write("f", 4, "stale").error(), coord::errc::stale_fence);
+    EXPECT_EQ(store->fence_write("f", 5, 1, "again").error(), coord::errc::stale_sequence);
+    EXPECT_EQ(redis_command({"GET", fence_key}), before);
+    auto l = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l);
+    const std::string held = redis_command({"GET", lease_key});
+    auto refused = store->lease_acquire("n", "B", 1h);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error(), coord::errc::lease_held);
+    EXPECT_EQ(refused.error().holder, "A");
+    EXPECT_EQ(refused.error().token, l->token);
+    EXPECT_EQ(refused.error().expires_at, l->expires_at);
+    EXPECT_EQ(store->lease_release("n", "B", l->token).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_release("n", "A", l->token + 1).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(redis_command({"GET", lease_key}), held);
+    EXPECT_EQ(store->lease_release("m", "A", 7).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(redis_command({"EXISTS", store->key_tag() + "lease:m"}), "0") << "a refused release must leave no record";
+
+    // Keys that hold what coord did not write: refused, nothing changed.
+    EXPECT_EQ(redis_command({"SET", fence_key, "not a fence"}), "OK");
+    auto f = store->fence_write("f", 9, "v");
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error(), coord::errc::state_corrupt) << f.error().code.message();
+    EXPECT_EQ(f.error().code, coord::condition::corrupt_state);
+    EXPECT_EQ(store->fence_read("f").error(), coord::errc::state_corrupt);
+    EXPECT_EQ(redis_command({"GET", fence_key}), "not a fence");
+    EXPECT_EQ(redis_command({"SET", lease_key, "not a lease"}), "OK");
+    EXPECT_EQ(store->lease_acquire("n", "A", 1h).error(), coord::errc::state_corrupt);
+    EXPECT_EQ(store->lease_release("n", "A", 3).error(), coord::errc::state_corrupt);
+    EXPECT_EQ(store->lease_read("n").error(), coord::errc::state_corrupt);
+    EXPECT_EQ(redis_command({"GET", lease_key}), "not a lease");
+    EXPECT_EQ(redis_command({"DEL", lease_key}), "1");
+    EXPECT_EQ(redis_command({"HSET", lease_key, "last", "5"}), "1");  // another type, as an older coord kept it
+    auto typed = store->lease_acquire("n", "A", 1h);
+    ASSERT_FALSE(typed);
+    EXPECT_EQ(typed.error(), coord::errc::state_corrupt) << typed.error().code.message();
+    EXPECT_EQ(redis_command({"HGET", lease_key, "last"}), "5");
 }
 
 TEST(Redis, ScriptsAreLoadedAgainAfterTheServerForgetsThem) {
@@ -244,14 +293,28 @@ TEST(Redis, AStoreNotInitializedRefusesWhatNeedsItsDataAndServesLeasesAndSession
     ASSERT_TRUE(id) << id.error().message();
     EXPECT_EQ(id->size(), 32u);
     EXPECT_TRUE(store.fence_write("k", 1, "v"));
+    EXPECT_TRUE(store.fence_write("kept", 1, "a"));
     EXPECT_EQ(store.initialize().error(), coord::errc::store_already_initialized);
     coord::redis::store other{redis_url(), {}, store.opts()};
     auto forced = other.initialize(true);
     ASSERT_TRUE(forced);
     EXPECT_NE(*forced, *id);
-    // A process that opened the store before is refused until it reopens.
-    EXPECT_EQ(store.fence_write("k", 2, "w").error(), coord::errc::store_identity_changed);
+    // A process that opened the store before is refused wherever the data
+    // it meets is not its own: a record the new identity wrote, a record
+    // that is missing, a counter that starts anew.
     EXPECT_TRUE(other.fence_write("k", 2, "w"));
+    EXPECT_EQ(store.fence_write("k", 3, "x").error(), coord::errc::store_identity_changed);
+    EXPECT_EQ(store.fence_write("new", 1, "x").error(), coord::errc::store_identity_changed);
+    EXPECT_EQ(store.fence_read("new").error(), coord::errc::store_identity_changed);
+    EXPECT_EQ(store.segment_allocate("new", 10).error(), coord::errc::store_identity_changed);
+    EXPECT_EQ(other.fence_read("k")->value, "w");
+    EXPECT_FALSE(other.fence_read("new")->written) << "a refused write must leave no record";
+    EXPECT_EQ(other.segment_allocate("new", 10)->begin, 1u) << "a refused allocation must take its increment back";
+    // A record it wrote that survived the re-initialization untouched still
+    // judges every write by its own fence (the data was kept).
+    EXPECT_TRUE(store.fence_write("kept", 2, "b"));
+    EXPECT_EQ(store.fence_write("kept", 0, "c").error(), coord::errc::stale_fence);
+    EXPECT_EQ(other.fence_read("kept")->value, "b");
     EXPECT_EQ(*other.server_identity(), *forced);
 }
 

@@ -274,6 +274,11 @@ private:
 /// The condition an error reply names (failed on the server: nothing applied).
 inline coord::error server_error(std::string_view message) {
     auto starts = [&](std::string_view p) { return message.substr(0, p.size()) == p; };
+    // A key of the store that holds another type (a script stops at the
+    // command before it writes anything).
+    if (starts("WRONGTYPE"))
+        return coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                            std::string(message) + " (a key of the store holds another type: another program, or an older coord's layout)");
     const errc code = starts("LOADING")    ? errc::loading
                       : starts("MISCONF")  ? errc::misconfigured
                       : starts("READONLY") ? errc::read_only

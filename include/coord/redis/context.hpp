@@ -83,7 +83,8 @@ public:
     /// Runs a script that needs the store's data: KEYS[1] is the identity
     /// key and ARGV[1] (or ARGV[2] after the clock, when `clocked`) the
     /// identity expected; the script answers 'U' or 'C' when it is absent or
-    /// another. An identity not yet known is read first (one round trip,
+    /// another, and 'B' when a key it reads holds no record of coord's (the
+    /// answer, or its first element, is the status). An identity not yet known is read first (one round trip,
     /// only until the store is initialized).
     result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
                           std::vector<std::string> args, bool writes, bool clocked = false) {
@@ -103,7 +104,12 @@ public:
         args.insert(args.begin() + (clocked ? 1 : 0), std::move(id));
         auto r = c.eval(s, ks, args, writes);
         if (!r) return r;
-        const auto status = element(r->get(), 0);
+        const auto status = (*r)->type == REDIS_REPLY_ARRAY ? element(r->get(), 0) : text(r->get());
+        if (status == "B")
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           "a key of the Redis store at " + calls_.url() + " (" + keys_.tag() +
+                                               ") holds a value coord did not write there (another program, or an "
+                                               "older coord's layout); nothing was changed"));
         if (status == "U")
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
         if (status == "C")

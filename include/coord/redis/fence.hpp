@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/redis/fence.hpp: fence_store and fence_update_store on Redis.
 //
-// Round trips: fence_write 1 (one script: the identity checked, the rule of
-// coord/rules/fence.hpp on the key's hash, tokens compared as decimal strings
-// so that every 64-bit token is exact); fence_read 1. fence_update 2 (read
-// the value and its version, fn, a compare-and-set script that writes only
-// when the version is unchanged and the token passes); when another writer
-// got in between, read and fn again (fn may run more than once, as the
-// concept allows).
+// Round trips: fence_write 1 (one script: the rule of coord/rules/fence.hpp
+// on the key's record, tokens compared as decimal strings so that every
+// 64-bit token is exact; the identity key read only when the record is
+// missing or was written under another identity); fence_read 1.
+// fence_update 2 (read the value and its version, a SHA-1 of the record; fn;
+// a compare-and-set script that writes only when the version is unchanged and
+// the token passes); when another writer got in between, read and fn again
+// (fn may run more than once, as the concept allows).
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
 #define COORD_STORE_HEADER_INCLUDED 1
 #endif
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,13 +47,13 @@ public:
     template <class F>
     result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
         const std::string k = ctx_.key().of("fence", key);
+        const std::string t = std::to_string(token);
         for (;;) {
             pool::call c(ctx_.calls());
-            auto r = ctx_.checked(c, scripts::fence_read, {k}, {}, false);
+            auto r = ctx_.checked(c, scripts::fence_read, {k}, {"1"}, false);
             if (!r) return unexpected(write_error{r.error(), 0});
-            if (detail::elements(r->get()) != 5) return unexpected(write_error{detail::bad_reply("fence read"), 0});
             const auto highest = detail::u64_of(detail::element(r->get(), 1));
-            if (!highest) return unexpected(write_error{detail::bad_reply("fence read"), 0});
+            if (detail::elements(r->get()) != 5 || !highest) return unexpected(write_error{detail::bad_reply("fence read"), 0});
             const bool written = detail::element(r->get(), 2) == "1";
             if (written && token < *highest)
                 return unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), *highest});
@@ -59,18 +61,16 @@ public:
             const std::string version(detail::element(r->get(), 4));
             fn(value);
             c.restart_deadline();
-            auto w = ctx_.checked(c, scripts::fence_cas, {k}, {std::to_string(token), version, std::move(value)}, true);
+            auto w = ctx_.checked(c, scripts::fence_cas, {k}, {t, version, std::move(value)}, true);
             if (!w) return unexpected(write_error{w.error(), 0});
-            const auto status = detail::element(w->get(), 0);
-            if (status == "OK") return {};
-            if (status == "R") continue;
-            return refusal(w->get());
+            if (detail::text(w->get()) == "R") continue;
+            return answer(w->get());
         }
     }
 
     result<fenced_value> fence_read(std::string_view key) {
         pool::call c(ctx_.calls());
-        auto r = ctx_.checked(c, scripts::fence_read, {ctx_.key().of("fence", key)}, {}, false);
+        auto r = ctx_.checked(c, scripts::fence_read, {ctx_.key().of("fence", key)}, {"0"}, false);
         if (!r) return unexpected(r.error());
         const auto highest = detail::u64_of(detail::element(r->get(), 1));
         if (detail::elements(r->get()) != 5 || !highest) return unexpected(detail::bad_reply("fence read"));
@@ -85,17 +85,18 @@ private:
                               {std::to_string(token), seq ? std::to_string(*seq) : std::string(), std::string(value)},
                               true);
         if (!r) return unexpected(write_error{r.error(), 0});
-        if (detail::element(r->get(), 0) == "OK") return {};
-        return refusal(r->get());
+        return answer(r->get());
     }
 
-    static result<void, write_error> refusal(const redisReply* r) {
-        const auto status = detail::element(r, 0);
-        const auto highest = detail::u64_of(detail::element(r, 1));
-        if ((status != "S" && status != "Q") || !highest)
+    // 'OK', or 'S<highest>' / 'Q<highest>': the refusal with the highest token.
+    static result<void, write_error> answer(const redisReply* r) {
+        const auto status = detail::text(r);
+        if (status == "OK") return {};
+        const auto highest = detail::u64_of(status.substr(std::min<std::size_t>(1, status.size())));
+        if (status.empty() || (status[0] != 'S' && status[0] != 'Q') || !highest)
             return unexpected(write_error{detail::bad_reply("fence write"), 0});
-        return unexpected(
-            write_error{coord::make_error_code(status == "S" ? coord::errc::stale_fence : coord::errc::stale_sequence), *highest});
+        return unexpected(write_error{
+            coord::make_error_code(status[0] == 'S' ? coord::errc::stale_fence : coord::errc::stale_sequence), *highest});
     }
 
     detail::context<Clock>& ctx_;

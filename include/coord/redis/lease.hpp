@@ -41,16 +41,29 @@ public:
     explicit lease_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
-        return call(scripts::lease_acquire, name, {lease_key(name)},
-                    {ctx_.now(), std::string(owner), detail::ns_arg(ttl.count())});
+        return call(scripts::lease_acquire, name, owner, {lease_key(name)},
+                    with_now({std::string(owner), detail::ns_arg(ttl.count())}));
     }
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {
-        return call(scripts::lease_renew, name, {lease_key(name)},
+        return call(scripts::lease_renew, name, owner, {lease_key(name)},
                     {ctx_.now(), std::string(owner), std::to_string(token), detail::ns_arg(ttl.count())});
     }
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
-        auto r = call(scripts::lease_release, name, {lease_key(name), line_key(name), places_key(name)},
+        if (token != 0) {
+            // One command when nobody joined the name's line since its last
+            // release; 'W' (nothing done): someone did, so the release that
+            // reads the line follows.
+            pool::call c(ctx_.calls());
+            auto r = c.eval(scripts::lease_release, {lease_key(name)}, with_now({std::string(owner), std::to_string(token)}), true);
+            if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
+            if (detail::text(r->get()) != "W") {
+                auto o = outcome(name, owner, r->get());
+                if (!o) return unexpected(std::move(o.error()));
+                return {};
+            }
+        }
+        auto r = call(scripts::lease_release_line, name, owner, {lease_key(name), line_key(name), places_key(name)},
                       {ctx_.now(), std::string(owner), std::to_string(token), channel_prefix(name)});
         if (!r) return unexpected(r.error());
         return {};
@@ -59,10 +72,11 @@ public:
         pool::call c(ctx_.calls());
         auto r = c.eval(scripts::lease_read, {lease_key(name)}, {ctx_.now()}, false);
         if (!r) return unexpected(r.error());
-        if (detail::element(r->get(), 0) == "NONE") return std::optional<lease>{};
-        auto l = lease_of(name, r->get());
-        if (!l || detail::elements(r->get()) != 5) return unexpected(detail::bad_reply("lease read"));
-        return std::optional<lease>{std::move(*l)};
+        if (detail::text(r->get()) == "NONE") return std::optional<lease>{};
+        auto a = parse(name, detail::text(r->get()), {});
+        if (!a) return unexpected(a.error().code);
+        if (a->code != "OK") return unexpected(detail::bad_reply("lease read"));
+        return std::optional<lease>{std::move(a->l)};
     }
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
@@ -70,13 +84,14 @@ public:
         auto r = c.eval(scripts::lease_enqueue, {line_key(name), places_key(name), lease_key(name)},
                         {ctx_.now(), std::string(who), detail::ns_arg(place_ttl.count())}, true);
         if (!r) return unexpected(r.error());
+        if (detail::element(r->get(), 0) == "B") return unexpected(not_a_record(name));
         const auto t = detail::u64_of(detail::element(r->get(), 1));
         if (!t) return unexpected(detail::bad_reply("lease enqueue"));
         return *t;
     }
     result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
                                                     std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
-        return call(scripts::lease_acquire_queued, name, {lease_key(name), line_key(name), places_key(name)},
+        return call(scripts::lease_acquire_queued, name, owner, {lease_key(name), line_key(name), places_key(name)},
                     {ctx_.now(), std::string(owner), detail::ns_arg(ttl.count()), std::to_string(ticket),
                      detail::ns_arg(place_ttl.count()), detail::ns_arg(place_ttl.count() / 2)});
     }
@@ -128,36 +143,80 @@ private:
         return c;
     }
 
-    static std::optional<lease> lease_of(std::string_view name, const redisReply* r) {
-        const auto token = detail::u64_of(detail::element(r, 2));
-        const auto ttl = detail::i64_of(detail::element(r, 3));
-        const auto exp = detail::i64_of(detail::element(r, 4));
-        if (!token || !ttl || !exp) return std::nullopt;
-        return lease{std::string(name), std::string(detail::element(r, 1)), *token, std::chrono::nanoseconds{*ttl},
-                     std::chrono::nanoseconds{*exp}};
+    coord::error not_a_record(std::string_view name) const {
+        return coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                            "the key " + lease_key(name) + " holds no lease record of coord's (another program, or an "
+                            "older coord's layout); nothing was changed");
     }
 
-    // {status, holder, token, ttl, exp, now, ahead}: OK granted; H held, N
-    // not the holder, X expired, L the waiter's place lapsed.
-    result<lease, lease_error> call(const detail::script& s, std::string_view name, std::vector<std::string> keys,
-                                    std::vector<std::string> args) {
+    // A lease script's answer: "CODE token ttl start now ahead\nholder" (the
+    // holder's term, or zeros when nobody holds the name; the holder empty on
+    // a grant: the owner asked for), "OK" for a release, 'B' for a key that
+    // holds no lease record.
+    struct answer {
+        std::string_view code;
+        lease l;
+        std::int64_t now = 0;
+        std::size_t ahead = 0;
+    };
+    result<answer, lease_error> parse(std::string_view name, std::string_view text, std::string_view owner) const {
+        if (text == "B") return unexpected(lease_error{not_a_record(name), {}, 0, {}});
+        const auto bad = [] { return unexpected(lease_error{detail::bad_reply("a lease script"), {}, 0, {}}); };
+        const auto nl = text.find('\n');
+        if (nl == std::string_view::npos) return bad();
+        std::string_view head = text.substr(0, nl);
+        std::string_view field[6];
+        for (auto& f : field) {
+            const auto sp = head.find(' ');
+            f = head.substr(0, sp);
+            head = sp == std::string_view::npos ? std::string_view{} : head.substr(sp + 1);
+        }
+        const auto token = detail::u64_of(field[1]);
+        const auto ttl = detail::i64_of(field[2]);
+        const auto start = detail::i64_of(field[3]);
+        const auto now = detail::i64_of(field[4]);
+        const auto ahead = detail::u64_of(field[5]);
+        if (!head.empty() || !token || !ttl || !start || !now || !ahead) return bad();
+        std::string_view holder = text.substr(nl + 1);
+        if (holder.empty() && field[0] == "OK") holder = owner;
+        // The term ends at start + ttl, saturated, as the script judges it (0: nobody holds the name).
+        const std::int64_t exp = *start == 0 && *ttl == 0 ? 0 : coord::detail::add_saturated(*start, *ttl);
+        return answer{field[0],
+                      lease{std::string(name), std::string(holder), *token, std::chrono::nanoseconds{*ttl},
+                            std::chrono::nanoseconds{exp}},
+                      *now, static_cast<std::size_t>(*ahead)};
+    }
+
+    // The arguments, then the test clock's reading when there is one (the
+    // server's TIME otherwise: the scripts read it when it is missing).
+    std::vector<std::string> with_now(std::vector<std::string> args) const {
+        std::string now = ctx_.now();
+        if (!now.empty()) args.push_back(std::move(now));
+        return args;
+    }
+    // A grant, renewal or release; refusals: H held, N not the holder, X
+    // expired, L the waiter's place lapsed.
+    result<lease, lease_error> call(const detail::script& s, std::string_view name, std::string_view owner,
+                                    std::vector<std::string> keys, std::vector<std::string> args) {
         pool::call c(ctx_.calls());
         auto r = c.eval(s, keys, args, true);
         if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
-        auto l = lease_of(name, r->get());
-        const auto now = detail::i64_of(detail::element(r->get(), 5));
-        const auto ahead = detail::u64_of(detail::element(r->get(), 6));
-        if (detail::elements(r->get()) != 7 || !l || !now || !ahead)
-            return unexpected(lease_error{detail::bad_reply("a lease script"), {}, 0, {}});
-        const auto status = detail::element(r->get(), 0);
-        if (status == "OK") return std::move(*l);
-        const coord::errc code = status == "H"   ? coord::errc::lease_held
-                                 : status == "X" ? coord::errc::lease_expired
-                                 : status == "L" ? coord::errc::wait_place_lost
-                                                 : coord::errc::not_lease_holder;
-        lease_error e{coord::make_error_code(code), l->owner, l->token, l->expires_at};
-        e.ahead = static_cast<std::size_t>(*ahead);
-        e.now = std::chrono::nanoseconds{*now};
+        return outcome(name, owner, r->get());
+    }
+    result<lease, lease_error> outcome(std::string_view name, std::string_view owner, const redisReply* r) const {
+        if (detail::text(r) == "OK") return lease{};  // a release
+        auto a = parse(name, detail::text(r), owner);
+        if (!a) return unexpected(std::move(a.error()));
+        if (a->code == "OK") return std::move(a->l);
+        const coord::errc code = a->code == "H"   ? coord::errc::lease_held
+                                 : a->code == "X" ? coord::errc::lease_expired
+                                 : a->code == "L" ? coord::errc::wait_place_lost
+                                 : a->code == "N" ? coord::errc::not_lease_holder
+                                                  : coord::errc{};
+        if (code == coord::errc{}) return unexpected(lease_error{detail::bad_reply("a lease script"), {}, 0, {}});
+        lease_error e{coord::make_error_code(code), a->l.owner, a->l.token, a->l.expires_at};
+        e.ahead = a->ahead;
+        e.now = std::chrono::nanoseconds{a->now};
         return unexpected(std::move(e));
     }
 

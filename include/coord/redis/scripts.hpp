@@ -103,74 +103,131 @@ namespace coord::redis::scripts {
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_UNSAFE
 
 // ---------------------------------------------------------------- fence
-// KEYS: identity, fence hash (h highest, w written, s has_seq, q seq, v value, n version)
+// The fence record is one string: "<identity> <highest> <seq>\n<value>"
+// (seq '' when the last write under `highest` had none; a record exists only
+// once a write was accepted). It carries the identity it was written under,
+// so that a write finding its own identity in the record needs no read of the
+// identity key: a record that is missing, or was written under another
+// identity, sends the script to the identity key (data lost, or initialized
+// again). Writes are optimistic: the script replaces the record with
+// SET ... GET (one command on the common path) and, when the rule refuses,
+// puts the old record back before it answers. Both happen inside the one
+// script, so no other client ever sees the refused write.
+#define COORD_REDIS_LUA_FENCE                                                                           \
+    "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
 
-/// ARGV: identity, token, seq ('' for none), value. {'OK'} | {'S', highest} | {'Q', highest}
-inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_UNSAFE R"LUA(
-local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
-local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q', 'n')
-local h, written, has_seq, q = f[1] or '0', f[2] == '1', f[3] == '1', f[4] or '0'
-local token, seq = ARGV[2], ARGV[3]
-if written and ucmp(token, h) < 0 then return {'S', h} end
-local same = written and token == h
-if seq ~= '' and same and has_seq and ucmp(seq, q) <= 0 then return {'Q', h} end
-if seq ~= '' then has_seq = true; q = seq elseif not same then has_seq = false; q = '0' end
-local s = '0' if has_seq then s = '1' end
-redis.call('HSET', KEYS[2], 'h', token, 'w', '1', 's', s, 'q', q, 'v', ARGV[4], 'n', inc(f[5] or '0'))
-return {'OK'}
+/// KEYS: identity, fence. ARGV: identity, token, seq ('' for none), value.
+/// 'OK' | 'S<highest>' | 'Q<highest>' | 'U' | 'C' | 'B' (the key holds no fence record)
+inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_FENCE R"LUA(
+local id, token, seq = ARGV[1], ARGV[2], ARGV[3]
+local old = redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. seq .. '\n' .. ARGV[4], 'GET')
+local oid, h, q
+if old then
+  oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\n')
+  if not h then redis.call('SET', KEYS[2], old) return 'B' end
+end
+if oid ~= id then
+  local bad = unsafe(KEYS[1], id)
+  if bad then put_back(KEYS[2], old) return bad end
+end
+if old then
+  local c = ucmp(token, h)
+  if c < 0 then redis.call('SET', KEYS[2], old) return 'S' .. h end
+  if c == 0 and q ~= '' then
+    if seq == '' then
+      redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. q .. '\n' .. ARGV[4])
+    elseif ucmp(seq, q) <= 0 then
+      redis.call('SET', KEYS[2], old) return 'Q' .. h
+    end
+  end
+end
+return 'OK'
 )LUA"};
 
-/// ARGV: identity. {'OK', highest, written, value, version}
-inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
-local f = redis.call('HMGET', KEYS[2], 'h', 'w', 'v', 'n')
-return {'OK', f[1] or '0', f[2] or '0', f[3] or '', f[4] or '0'}
+/// KEYS: identity, fence. ARGV: identity, '1' for the record's version (a
+/// SHA-1 of the record; '' when there is none). {'OK', highest, written, value, version}
+inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE R"LUA(local rec = redis.call('GET', KEYS[2])
+local oid, h, at
+if rec then
+  oid, h, at = string.match(rec, '^(%x*) (%d+) %d*\n()')
+  if not h then return {'B'} end
+end
+if oid ~= ARGV[1] then local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end end
+if not rec then return {'OK', '0', '0', '', ''} end
+local version = '' if ARGV[2] == '1' then version = redis.sha1hex(rec) end
+return {'OK', h, '1', string.sub(rec, at), version}
 )LUA"};
 
-/// The write of a fence_update (compare-and-set on the version read).
-/// ARGV: identity, token, version read, value. {'OK'} | {'S', highest} | {'R'} (changed: read again)
-inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_UNSAFE R"LUA(
-local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
-local f = redis.call('HMGET', KEYS[2], 'h', 'w', 's', 'q', 'n')
-local h, written = f[1] or '0', f[2] == '1'
-if written and ucmp(ARGV[2], h) < 0 then return {'S', h} end
-if (f[5] or '0') ~= ARGV[3] then return {'R'} end
-local keep = written and ARGV[2] == h and f[3] == '1'
-local s, q = '0', '0' if keep then s = '1'; q = f[4] end
-redis.call('HSET', KEYS[2], 'h', ARGV[2], 'w', '1', 's', s, 'q', q, 'v', ARGV[4], 'n', inc(f[5] or '0'))
-return {'OK'}
+/// The write of a fence_update: a compare-and-set on the version read.
+/// ARGV: identity, token, version read, value. 'OK' | 'S<highest>' | 'R' (changed: read again) | 'U' | 'C' | 'B'
+inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE R"LUA(
+local id, token = ARGV[1], ARGV[2]
+local rec = redis.call('GET', KEYS[2])
+local oid, h, q
+if rec then
+  oid, h, q = string.match(rec, '^(%x*) (%d+) (%d*)\n')
+  if not h then return 'B' end
+end
+if oid ~= id then local bad = unsafe(KEYS[1], id) if bad then return bad end end
+if rec and ucmp(token, h) < 0 then return 'S' .. h end
+local version = '' if rec then version = redis.sha1hex(rec) end
+if version ~= ARGV[3] then return 'R' end
+local keep = '' if rec and token == h then keep = q end
+redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. keep .. '\n' .. ARGV[4])
+return 'OK'
 )LUA"};
 
 // ---------------------------------------------------------------- leases
-// KEYS: the lease hash (last, held, holder, token, ttl, exp, w), the line's
-// sorted set of tickets and its hash (t last ticket, u:<t> until, o:<t> who).
-// Replies: {'OK'|code, holder, token, ttl, exp, now, ahead}; codes H held,
-// N not the holder, X expired, L the place lapsed.
-// w '0': nobody joined the line since a release found it empty (enqueue sets
-// '1'; a release that finds the line empty sets '0'), so a release with
-// w '0' has no one to wake and leaves the line unread; absent counts as '1'.
+// The lease record is one string: "<held><w> <last> <start> <ttl>\n<holder>":
+// held '1' or '0', w (below), the last token granted (the holder's token
+// while held), and the term's start and length in ns (it ends at start + ttl,
+// saturated at 2^63-1). w '0': nobody joined the line since a release found it empty (enqueue
+// sets '1'; a release that finds the line empty sets '0'), so a release with
+// w '0' has no one to wake and leaves the line unread; a missing record
+// counts as '1'. The line is a sorted set of tickets and a hash (t last
+// ticket, u:<t> until, o:<t> who).
+// Answers: 'CODE token ttl start now ahead\nholder' (token and term of the
+// live holder, else 0; the holder '' on a grant: the caller's owner); codes
+// OK, H held, N not the holder, X expired, L the place lapsed; 'B' the key
+// holds no lease record.
+// The acquire and the release write first: SET ... GET puts the record as it
+// is on the common path (the name released, nobody in line since, the
+// server's clock ahead of the last token; a release by the holder with its
+// token) and answers when the old record shows that path was right.
+// Otherwise the script puts the old record back and applies the whole rule,
+// still inside the one script: no other client sees the first write. The
+// helpers of the whole rule are made only on that path (Lua makes a
+// script's functions anew on every call).
 
 #define COORD_REDIS_LUA_LEASE                                                                              \
-    "local function lease_state(k, now)\n"                                                                 \
-    "  local r = redis.call('HMGET', k, 'last', 'held', 'holder', 'token', 'ttl', 'exp')\n"                \
-    "  local s = {last = r[1] or '0', held = r[2] == '1', holder = r[3] or '', token = r[4] or '0',\n"     \
-    "             ttl = r[5] or '0', exp = r[6] or '0'}\n"                                                 \
-    "  s.live = s.held and ucmp(now, s.exp) < 0\n"                                                         \
+    "local function lease_of(rec, now)\n"                                                                  \
+    "  local s = {last = '0', held = false, start = '0', ttl = '0', w = '1', holder = ''}\n"               \
+    "  if rec then\n"                                                                                      \
+    "    local held, w, last, start, ttl, at = string.match(rec, '^([01])([01]) (%d+) (%d+) (%d+)\\n()')\n" \
+    "    if not last then return nil end\n"                                                                \
+    "    s.last, s.held, s.start, s.ttl, s.w, s.holder = last, held == '1', start, ttl, w, string.sub(rec, at)\n" \
+    "  end\n"                                                                                              \
+    "  s.live = now and s.held and ucmp(now, add(s.start, s.ttl)) < 0\n"                                   \
     "  return s\n"                                                                                         \
     "end\n"                                                                                                \
-    "local function refusal(code, s, now, ahead)\n"                                                        \
-    "  if s.live then return {code, s.holder, s.token, s.ttl, s.exp, now, ahead or '0'} end\n"             \
-    "  return {code, '', '0', '0', '0', now, ahead or '0'}\n"                                              \
+    "local function lease_rec(last, held, start, ttl, w, holder)\n"                                        \
+    "  return held .. w .. ' ' .. last .. ' ' .. start .. ' ' .. ttl .. '\\n' .. holder\n"                \
+    "end\n"                                                                                                \
+    "local function answer(code, s, now, ahead)\n"                                                         \
+    "  if s.live then\n"                                                                                   \
+    "    return code .. ' ' .. s.last .. ' ' .. s.ttl .. ' ' .. s.start .. ' ' .. now .. ' ' .. (ahead or '0') .. '\\n' .. s.holder\n" \
+    "  end\n"                                                                                              \
+    "  return code .. ' 0 0 0 ' .. now .. ' ' .. (ahead or '0') .. '\\n'\n"                                \
     "end\n"                                                                                                \
     "local function holds(s, owner, token)\n"                                                              \
-    "  return s.held and s.holder == owner and (token == '0' or token == s.token)\n"                       \
+    "  return s.held and s.holder == owner and (token == '0' or token == s.last)\n"                        \
     "end\n"                                                                                                \
     "local function grant(k, s, owner, ttl, now)\n"                                                        \
     "  local t = inc(s.last)\n"                                                                            \
     "  local floor = us_of(now)\n"                                                                         \
     "  if ucmp(floor, t) > 0 then t = floor end\n"                                                         \
-    "  local exp = add(now, ttl)\n"                                                                        \
-    "  redis.call('HSET', k, 'last', t, 'held', '1', 'holder', owner, 'token', t, 'ttl', ttl, 'exp', exp)\n" \
-    "  return {'OK', owner, t, ttl, exp, now, '0'}\n"                                                      \
+    "  redis.call('SET', k, lease_rec(t, '1', now, ttl, s.w, owner))\n"                                    \
+    "  return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\\n'\n"                           \
     "end\n"
 // The line of waiters (lease_queue_store): purge the lapsed places, find or
 // wake the first live one.
@@ -197,58 +254,101 @@ return {'OK'}
     "  return false\n"                                                                                     \
     "end\n"
 
-/// KEYS: lease. ARGV: now, owner, ttl.
-inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
-local now = clock(ARGV[1])
-local s = lease_state(KEYS[1], now)
-if s.live then return refusal('H', s, now) end
-return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
+
+/// KEYS: lease. ARGV: owner, ttl[, now] (a test clock's reading; without
+/// it the server's TIME).
+inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES R"LUA(
+local owner, ttl, now = ARGV[1], ARGV[2], ARGV[3]
+if not now then local c = redis.call('TIME') now = c[1] .. string.sub('00000' .. c[2], -6) .. '000' end
+local t = '0' if #now > 3 then t = string.sub(now, 1, -4) end
+local old = redis.call('SET', KEYS[1], '10 ' .. t .. ' ' .. now .. ' ' .. ttl .. '\n' .. owner, 'GET')
+if old then
+  local last = string.match(old, '^00 (%d+) %d+ %d+\n')
+  if last and (#t > #last or (#t == #last and t > last)) then
+    return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\n'
+  end
+  redis.call('SET', KEYS[1], old)
+else
+  redis.call('DEL', KEYS[1])
+end
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
+local s = lease_of(old, now)
+if not s then return 'B' end
+if s.live then return answer('H', s, now) end
+return grant(KEYS[1], s, owner, ttl, now)
 )LUA"};
 
 /// KEYS: lease. ARGV: now, owner, token, ttl ('0': the granted term).
 inline const detail::script lease_renew{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
 local now = clock(ARGV[1])
-local s = lease_state(KEYS[1], now)
-if not holds(s, ARGV[2], ARGV[3]) then return refusal('N', s, now) end
-if not s.live then return refusal('X', s, now) end
+local s = lease_of(redis.call('GET', KEYS[1]), now)
+if not s then return 'B' end
+if not holds(s, ARGV[2], ARGV[3]) then return answer('N', s, now) end
+if not s.live then return answer('X', s, now) end
 local ttl = s.ttl if ARGV[4] ~= '0' then ttl = ARGV[4] end
-local exp = add(now, ttl)
-redis.call('HSET', KEYS[1], 'ttl', ttl, 'exp', exp)
-return {'OK', s.holder, s.token, ttl, exp, now, '0'}
+redis.call('SET', KEYS[1], lease_rec(s.last, '1', now, ttl, s.w, s.holder))
+return 'OK ' .. s.last .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\n'
 )LUA"};
 
-/// KEYS: lease, line, line hash. ARGV: now, owner, token, channel prefix.
-/// Wakes only the first live waiter (PUBLISH on its place's channel). With
-/// nobody in line since the last release (w '0'): two calls, and no clock
-/// (the answer's now is '0').
-inline const detail::script lease_release{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
-local r = redis.call('HMGET', KEYS[1], 'held', 'holder', 'token', 'w')
-if not holds({held = r[1] == '1', holder = r[2] or '', token = r[3] or '0'}, ARGV[2], ARGV[3]) then
-  local now = clock(ARGV[1])
-  return refusal('N', lease_state(KEYS[1], now), now)
+/// A release by a token (not '0'). KEYS: lease. ARGV: owner, token[, now].
+/// 'OK' | a refusal | 'W': the holder's, but someone joined the line since
+/// the last release: nothing done, release with lease_release_line (which
+/// wakes the first waiter).
+inline const detail::script lease_release{COORD_REDIS_LUA_WRITES R"LUA(
+local owner, token = ARGV[1], ARGV[2]
+local old = redis.call('SET', KEYS[1], '00 ' .. token .. ' 0 0\n', 'GET')
+if old then
+  local w, last, at = string.match(old, '^1([01]) (%d+) %d+ %d+\n()')
+  if last == token and string.sub(old, at) == owner then
+    if w == '0' then return 'OK' end
+    redis.call('SET', KEYS[1], old)
+    return 'W'
+  end
+  redis.call('SET', KEYS[1], old)
+else
+  redis.call('DEL', KEYS[1])
 end
-local now, w = '0', '0'
-if r[4] ~= '0' then
-  now = clock(ARGV[1])
-  if wake(KEYS[2], KEYS[3], ARGV[4], now) then w = '1' end
-end
-redis.call('HSET', KEYS[1], 'held', '0', 'holder', '', 'exp', '0', 'w', w)
-return {'OK', '', '0', '0', '0', now, '0'}
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
+local now = clock(ARGV[3] or '')
+local s = lease_of(old, now)
+if not s then return 'B' end
+return answer('N', s, now)
 )LUA"};
 
-/// KEYS: lease. ARGV: now. {'OK', holder, token, ttl, exp} | {'NONE'}
-inline const detail::script lease_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
+/// The release that reads the line: by any token ('0') or with someone in
+/// line. KEYS: lease, line, line hash. ARGV: now, owner, token, channel
+/// prefix. 'OK' or a refusal. Wakes only the first live waiter (PUBLISH on
+/// its place's channel).
+inline const detail::script lease_release_line{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
-local s = lease_state(KEYS[1], now)
-if not s.live then return {'NONE'} end
-return {'OK', s.holder, s.token, s.ttl, s.exp}
+local s = lease_of(redis.call('GET', KEYS[1]), now)
+if not s then return 'B' end
+if not holds(s, ARGV[2], ARGV[3]) then return answer('N', s, now) end
+local w = '0'
+if s.w ~= '0' and wake(KEYS[2], KEYS[3], ARGV[4], now) then w = '1' end
+redis.call('SET', KEYS[1], lease_rec(s.last, '0', '0', '0', w, ''))
+return 'OK'
 )LUA"};
 
-/// KEYS: line, line hash, lease. ARGV: now, who, place ttl. {'OK', ticket}
+/// KEYS: lease. ARGV: now. An answer with code OK, or 'NONE'.
+inline const detail::script lease_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(local now = clock(ARGV[1])
+local s = lease_of(redis.call('GET', KEYS[1]), now)
+if not s then return 'B' end
+if not s.live then return 'NONE' end
+return answer('OK', s, now)
+)LUA"};
+
+/// KEYS: line, line hash, lease. ARGV: now, who, place ttl. {'OK', ticket} | {'B'}
 inline const detail::script lease_enqueue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
+local rec = redis.call('GET', KEYS[3])
+local s = lease_of(rec, now)
+if not s then return {'B'} end
 purge(KEYS[1], KEYS[2], now)
-redis.call('HSET', KEYS[3], 'w', '1')
+if not rec or s.w ~= '1' then
+  local held = '0' if s.held then held = '1' end
+  redis.call('SET', KEYS[3], lease_rec(s.last, held, s.start, s.ttl, '1', s.holder))
+end
 local t = string.format('%d', redis.call('HINCRBY', KEYS[2], 't', 1))
 redis.call('ZADD', KEYS[1], t, t)
 redis.call('HSET', KEYS[2], 'u:' .. t, add(now, ARGV[3]), 'o:' .. t, ARGV[2])
@@ -259,15 +359,16 @@ return {'OK', t}
 /// ARGV: now, owner, ttl, ticket, place ttl, half the place ttl.
 inline const detail::script lease_acquire_queued{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
+local s = lease_of(redis.call('GET', KEYS[1]), now)
+if not s then return 'B' end
 purge(KEYS[2], KEYS[3], now)
-local s = lease_state(KEYS[1], now)
 local t = ARGV[4]
 local rank = redis.call('ZRANK', KEYS[2], t)
-if not rank or redis.call('HGET', KEYS[3], 'o:' .. t) ~= ARGV[2] then return refusal('L', s, now) end
+if not rank or redis.call('HGET', KEYS[3], 'o:' .. t) ~= ARGV[2] then return answer('L', s, now) end
 if ucmp(redis.call('HGET', KEYS[3], 'u:' .. t), add(now, ARGV[6])) < 0 then
   redis.call('HSET', KEYS[3], 'u:' .. t, add(now, ARGV[5]))
 end
-if rank > 0 or s.live then return refusal('H', s, now, string.format('%d', rank)) end
+if rank > 0 or s.live then return answer('H', s, now, string.format('%d', rank)) end
 redis.call('ZREM', KEYS[2], t); redis.call('HDEL', KEYS[3], 'u:' .. t, 'o:' .. t)
 return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
 )LUA"};
@@ -295,7 +396,8 @@ return out
 /// True ('1') when the ticket is first in line and nobody holds the lease.
 /// KEYS: lease, line, line hash. ARGV: now, ticket.
 inline const detail::script lease_next_in_line{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(local now = clock(ARGV[1])
-local s = lease_state(KEYS[1], now)
+local s = lease_of(redis.call('GET', KEYS[1]), now)
+if not s then return {'0'} end
 if not s.live and first_live(KEYS[2], KEYS[3], now) == ARGV[2] then return {'1'} end
 return {'0'}
 )LUA"};
@@ -314,14 +416,25 @@ return {'OK', u}
 )LUA"};
 
 /// KEYS: identity, the tag's counter (the last ID handed out). ARGV: identity, step.
-/// {'OK', last ID now} | {'E'} (past 2^63-1: exhausted). INCRBY's answer is
-/// a double in Lua, exact below 2^53; above, the counter is read back as text.
+/// The last ID now, as digits | 'E' (past 2^63-1: exhausted) | 'U' | 'C'.
+/// INCRBY first: a counter that was not 0 (or missing) before it is data
+/// the store kept, so the identity is read only when INCRBY answers the step
+/// itself, and then the increment is taken back if the store lost its data
+/// or was initialized again. INCRBY's answer is a double in Lua, exact below
+/// 2^53; above, the counter is read back as text (and the comparison with the
+/// step can only err towards reading the identity).
 inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UNSAFE R"LUA(
-local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local r = redis.pcall('INCRBY', KEYS[2], ARGV[2])
-if type(r) == 'table' and r.err then return {'E'} end
-if r < 9007199254740992 then return {'OK', string.format('%d', r)} end
-return {'OK', redis.call('GET', KEYS[2])}
+if type(r) == 'table' and r.err then
+  if string.find(r.err, 'overflow', 1, true) then return 'E' end
+  return r
+end
+if r == tonumber(ARGV[2]) then
+  local bad = unsafe(KEYS[1], ARGV[1])
+  if bad then redis.call('DECRBY', KEYS[2], ARGV[2]) return bad end
+end
+if r < 9007199254740992 then return string.format('%d', r) end
+return redis.call('GET', KEYS[2])
 )LUA"};
 
 // ---------------------------------------------------------------- ledger

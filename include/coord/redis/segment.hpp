@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/redis/segment.hpp: segment_allocator on Redis (Leaf ranges).
 //
-// Round trips: segment_allocate 1, one script: the store's identity checked,
-// then INCRBY on the tag's counter (the last ID handed out), which the server
-// does in 64-bit integers, so ranges never overlap, also across processes and
-// machines, up to 2^63-1. A store that lost its data refuses
+// Round trips: segment_allocate 1, one script: INCRBY on the tag's counter
+// (the last ID handed out), which the server does in 64-bit integers, so
+// ranges never overlap, also across processes and machines, up to 2^63-1;
+// the store's identity is checked when the counter was 0 or missing (the
+// increment taken back when the identity is gone or another). A store that lost its data refuses
 // (errc::store_uninitialized) instead of starting the tag at 1 again; and a
 // range that begins below the end of one this store object already got (a
 // restored snapshot, a failover to a replica without the last writes) is
@@ -40,9 +41,9 @@ public:
         pool::call c(ctx_.calls());
         auto r = ctx_.checked(c, scripts::segment_allocate, {ctx_.key().of("segment", tag)}, {std::to_string(step)}, true);
         if (!r) return unexpected(r.error());
-        if (detail::element(r->get(), 0) == "E") return unexpected(coord::make_error_code(coord::errc::range_exhausted));
-        const auto last = detail::u64_of(detail::element(r->get(), 1));
-        if (detail::element(r->get(), 0) != "OK" || !last || *last < step) return unexpected(detail::bad_reply("segment allocate"));
+        if (detail::text(r->get()) == "E") return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+        const auto last = detail::u64_of(detail::text(r->get()));
+        if (!last || *last < step) return unexpected(detail::bad_reply("segment allocate"));
         const segment_range range{*last - step + 1, *last + 1};
         auto& seen = ends_[std::string(tag)];
         if (range.begin < seen)
