@@ -41,7 +41,64 @@ inline std::atomic<coord::fence_token>& next_token() {
     return t;
 }
 
-/// One fenced write an iteration, to `key`.
+/// Times one call of `f` (steady clock).
+template <class F>
+double seconds_of(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The floor beside an operation: each iteration of an engine's loop runs the
+/// engine's floor call once per operation, timed apart and left out of the
+/// reported time (the loops use manual time: the operations' own), and the
+/// counter `x_floor` is the operations' time over the floor calls' in the
+/// same iterations. Taken side by side, both see the same machine and
+/// server at the same moment; the separate BM_Floor_* benchmark gives the
+/// floor's own figure. The order alternates, so neither always runs on a
+/// connection the other just warmed.
+class beside_floor {
+public:
+    template <class Floor, class Op>
+    void iteration(benchmark::State& state, Floor& floor, Op&& op, int ops) {
+        double f = 0;
+        double o = 0;
+        if (flip_ ^= true) {
+            for (int i = 0; i < ops; ++i) f += seconds_of(floor);
+            o = seconds_of(op);
+        } else {
+            o = seconds_of(op);
+            for (int i = 0; i < ops; ++i) f += seconds_of(floor);
+        }
+        state.SetIterationTime(o);
+        floor_ += f;
+        op_ += o;
+    }
+    void report(benchmark::State& state) const {
+        if (floor_ > 0) state.counters["x_floor"] = op_ / floor_;
+    }
+
+private:
+    bool flip_ = false;
+    double floor_ = 0;
+    double op_ = 0;
+};
+
+/// One fenced write an iteration, to `key`, beside one floor call.
+template <class Store, class Floor>
+void fence_write_loop(benchmark::State& state, Store& s, const std::string& key, Floor&& floor) {
+    beside_floor b;
+    for (auto _ : state) {
+        b.iteration(state, floor, [&] {
+            auto r = s.fence_write(key, ++next_token(), "value");
+            if (!r) fail("fence_write", r.error().code);
+        }, 1);
+    }
+    b.report(state);
+    state.SetItemsProcessed(state.iterations());
+}
+
+/// One fenced write an iteration, to `key` (threads sharing a store).
 template <class Store>
 void fence_write_loop(benchmark::State& state, Store& s, const std::string& key) {
     for (auto _ : state) {
@@ -51,15 +108,20 @@ void fence_write_loop(benchmark::State& state, Store& s, const std::string& key)
     state.SetItemsProcessed(state.iterations());
 }
 
-/// An acquire and a release an iteration; items are operations (two an iteration).
-template <class Store>
-void lease_acquire_release_loop(benchmark::State& state, Store& s) {
+/// An acquire and a release an iteration, beside two floor calls; items are
+/// operations (two an iteration).
+template <class Store, class Floor>
+void lease_acquire_release_loop(benchmark::State& state, Store& s, Floor&& floor) {
+    beside_floor b;
     for (auto _ : state) {
-        auto l = s.lease_acquire("bench-lease", "A", std::chrono::seconds{30});
-        if (!l) fail("lease_acquire", l.error().code);
-        auto r = s.lease_release("bench-lease", "A", l->token);
-        if (!r) fail("lease_release", r.error().code);
+        b.iteration(state, floor, [&] {
+            auto l = s.lease_acquire("bench-lease", "A", std::chrono::seconds{30});
+            if (!l) fail("lease_acquire", l.error().code);
+            auto r = s.lease_release("bench-lease", "A", l->token);
+            if (!r) fail("lease_release", r.error().code);
+        }, 2);
     }
+    b.report(state);
     state.SetItemsProcessed(state.iterations() * 2);
 }
 

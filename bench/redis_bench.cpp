@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Redis stores against the same server in the same run:
 //   BM_Floor_RedisScript          EVALSHA of a script that returns its argument, through the
-//                                 store's own connection (pool of one): the floor
+//                                 store's own connection (pool of one): the floor. The
+//                                 engine's benchmarks also run it beside each operation and
+//                                 report x_floor, their time over its in the same iterations
 //   BM_Redis_FenceWrite           one fenced write (target <= 1.2x the floor)
 //   BM_Redis_LeaseAcquireRelease  an acquire and a release; items are operations (two an
 //                                 iteration), so its time per item is per operation (<= 1.2x)
@@ -59,34 +61,42 @@ coord::redis::store& shared() {
 }
 
 
+// The floor call: EVALSHA of a script that returns its argument, through the store's connection.
+void floor_script() {
+    static std::uint64_t i = 0;
+    auto r = single().echo(std::to_string(++i));
+    if (!r) fail("echo", r.error());
+    benchmark::DoNotOptimize(r);
+}
+
 void BM_Floor_RedisScript(benchmark::State& state) {
-    auto& s = single();
-    std::uint64_t i = 0;
-    for (auto _ : state) {
-        auto r = s.echo(std::to_string(++i));
-        if (!r) fail("echo", r.error());
-        benchmark::DoNotOptimize(r);
-    }
+    for (auto _ : state) floor_script();
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Floor_RedisScript)->UseRealTime();
 
-void BM_Redis_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, single(), "bench-fence"); }
-BENCHMARK(BM_Redis_FenceWrite)->UseRealTime();
+void BM_Redis_FenceWrite(benchmark::State& state) { coord::bench::fence_write_loop(state, single(), "bench-fence", floor_script); }
+BENCHMARK(BM_Redis_FenceWrite)->UseManualTime();
 
-void BM_Redis_LeaseAcquireRelease(benchmark::State& state) { coord::bench::lease_acquire_release_loop(state, single()); }
-BENCHMARK(BM_Redis_LeaseAcquireRelease)->UseRealTime();
+void BM_Redis_LeaseAcquireRelease(benchmark::State& state) {
+    coord::bench::lease_acquire_release_loop(state, single(), floor_script);
+}
+BENCHMARK(BM_Redis_LeaseAcquireRelease)->UseManualTime();
 
 void BM_Redis_SegmentAllocate(benchmark::State& state) {
     auto& s = single();
+    coord::bench::beside_floor b;
     for (auto _ : state) {
-        auto r = s.segment_allocate("bench-segment", 1000);
-        if (!r) fail("segment_allocate", r.error());
-        benchmark::DoNotOptimize(r);
+        b.iteration(state, floor_script, [&] {
+            auto r = s.segment_allocate("bench-segment", 1000);
+            if (!r) fail("segment_allocate", r.error());
+            benchmark::DoNotOptimize(r);
+        }, 1);
     }
+    b.report(state);
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_Redis_SegmentAllocate)->UseRealTime();
+BENCHMARK(BM_Redis_SegmentAllocate)->UseManualTime();
 
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // etcd-only behaviour on one member: terms in etcd's whole seconds (rounded
-// up, the minimum), tokens that are revisions and keep growing across
+// up from the TTL and a quarter second, the minimum), tokens that are revisions and keep growing across
 // compaction, exact 64-bit fences, a new TTL swapped in on renew, released
 // grants' leases reused with a whole term, revocations, endpoints that
 // cannot be reached skipped for the next, and clear errors.
@@ -49,7 +49,7 @@ TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
     const auto before = std::chrono::system_clock::now();
     auto l = store->lease_acquire("a", "A", 1500ms);
     ASSERT_TRUE(l) << l.error().code.message();
-    EXPECT_EQ(l->ttl, 2s);  // 1.5 s is not whole seconds: rounded up
+    EXPECT_EQ(l->ttl, 2s);  // 1.5 s (+ the quarter second of reuse margin) is not whole seconds: rounded up
     EXPECT_GE(l->expires_at, std::chrono::duration_cast<std::chrono::nanoseconds>((before + 2s).time_since_epoch()));
     auto tiny = store->lease_acquire("b", "B", 100ms);
     ASSERT_TRUE(tiny);
@@ -62,13 +62,13 @@ TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
     auto longer = store->lease_renew("a", "A", l->token, 30s);
     ASSERT_TRUE(longer) << longer.error().code.message();
     EXPECT_EQ(longer->token, l->token);
-    EXPECT_EQ(longer->ttl, 30s);
+    EXPECT_EQ(longer->ttl, 31s);  // 30 s and the margin, rounded up
     auto again = store->lease_read("a");
     ASSERT_TRUE(again && *again);
     EXPECT_GT((*again)->expires_at, l->expires_at + 20s);
     auto same = store->lease_renew("a", "A", 0, 0ns);  // keepalive: the granted term again
     ASSERT_TRUE(same);
-    EXPECT_EQ(same->ttl, 30s);
+    EXPECT_EQ(same->ttl, 31s);
 }
 
 // A store object keeps the leases of the grants it released as spares and
@@ -82,17 +82,17 @@ TEST(Etcd, AReleasedGrantsLeaseServesANewGrantOfTheSameTTLWithItsFullTerm) {
     ASSERT_TRUE(store->lease_release("a", "A", a->token));
     auto b = store->lease_acquire("b", "B", 30s);  // another TTL: not a's lease
     ASSERT_TRUE(b);
-    EXPECT_EQ(b->ttl, 30s);
+    EXPECT_EQ(b->ttl, 31s);
     auto rb = store->lease_read("b");
     ASSERT_TRUE(rb && *rb);
-    EXPECT_EQ((*rb)->ttl, 30s);  // etcd's granted TTL
+    EXPECT_EQ((*rb)->ttl, 31s);  // etcd's granted TTL
     auto c = store->lease_acquire("c", "C", 5s);
     ASSERT_TRUE(c);
-    EXPECT_EQ(c->ttl, 5s);
+    EXPECT_EQ(c->ttl, 6s);
     EXPECT_GT(c->token, a->token);
     auto rc = store->lease_read("c");
     ASSERT_TRUE(rc && *rc);
-    EXPECT_EQ((*rc)->ttl, 5s);
+    EXPECT_EQ((*rc)->ttl, 6s);
     EXPECT_EQ((*rc)->owner, "C");
     // The old grant's token reaches nothing: not the name, not the lease.
     auto stale = store->lease_renew("a", "A", a->token, 0ns);
@@ -108,6 +108,48 @@ TEST(Etcd, AReleasedGrantsLeaseServesANewGrantOfTheSameTTLWithItsFullTerm) {
     ASSERT_TRUE(b_after && *b_after);
     EXPECT_EQ((*b_after)->owner, "B");
     EXPECT_FALSE(*store->lease_read("c"));
+}
+
+// A spare whose term began less than the margin ago serves the next acquire
+// without a renewal, and the grant reports the term etcd will keep (no later
+// than from when the spare was asked for); a spare that etcd no longer has
+// (revoked by someone else, or this process paused past its term) makes
+// the put fail, and the acquire goes on with a lease of its own.
+TEST(Etcd, ASpareIsReusedWithoutARenewalWhileTheAskedTTLIsLeftAndAGoneSpareIsReplaced) {
+    auto store = fresh_store();
+    auto a = store->lease_acquire("a", "A", 30s);
+    ASSERT_TRUE(a) << a.error().code.message();
+    EXPECT_EQ(a->ttl, 31s);
+    ASSERT_TRUE(store->lease_release("a", "A", a->token));
+    const auto asked = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
+    auto b = store->lease_acquire("b", "B", 30s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, a->token);
+    EXPECT_GE(b->expires_at, asked + 30s) << "the asked TTL is left";
+    EXPECT_LE(b->expires_at, a->expires_at) << "a reused spare reports no more than etcd will keep";
+    auto rb = store->lease_read("b");
+    ASSERT_TRUE(rb && *rb);
+    EXPECT_EQ((*rb)->owner, "B");
+    EXPECT_GE((*rb)->expires_at + 1s, b->expires_at);  // etcd's own count agrees (to its whole seconds)
+    ASSERT_TRUE(store->lease_release("b", "B", b->token));
+
+    // Every lease of etcd revoked by another client: the store object's spare is gone.
+    coord::etcd::pool other{etcd_url(), etcd_options(etcd_fresh_prefix())};
+    auto leases = other.request("/v3/lease/leases", "{}", false);
+    ASSERT_TRUE(leases) << leases.error().message();
+    int revoked = 0;
+    for (auto l : coord::etcd::detail::array_member(*leases, "leases")) {
+        auto id = coord::etcd::detail::int_member(l, "ID");
+        ASSERT_TRUE(id);
+        if (other.request("/v3/lease/revoke", R"({"ID":")" + std::to_string(*id) + "\"}", true)) ++revoked;
+    }
+    EXPECT_GE(revoked, 1);
+    auto c = store->lease_acquire("c", "C", 30s);
+    ASSERT_TRUE(c) << c.error().code.message();
+    auto rc = store->lease_read("c");
+    ASSERT_TRUE(rc && *rc) << "the grant must live on a lease etcd has";
+    EXPECT_EQ((*rc)->owner, "C");
+    EXPECT_EQ((*rc)->token, c->token);
 }
 
 // The same on a test clock, where terms end when the test says: a spare

@@ -47,6 +47,10 @@ inline std::string put(const std::string& key, std::string_view v, std::int64_t 
 }
 inline std::string get(const std::string& key) { return R"({"request_range":{"key":")" + b64(key) + "\"}}"; }
 inline std::string del(const std::string& key) { return R"({"request_delete_range":{"key":")" + b64(key) + "\"}}"; }
+/// A delete whose answer carries the key-value it deleted (in the answer's ranges).
+inline std::string del_prev(const std::string& key) {
+    return R"({"request_delete_range":{"key":")" + b64(key) + R"(","prev_kv":true}})";
+}
 
 inline std::string joined(const std::vector<std::string>& parts) {
     std::string s = "[";
@@ -71,7 +75,7 @@ inline std::string nested(const std::vector<std::string>& compare, const std::ve
 struct txn_answer {
     bool succeeded = false;
     std::int64_t revision = 0;
-    std::vector<std::optional<kv>> ranges;  // one per operation; nullopt for a range that found nothing or a non-range
+    std::vector<std::optional<kv>> ranges;  // one per operation: what a range found, or what a del_prev deleted (else nullopt)
     std::vector<txn_answer> inner;          // the answers of nested transactions, in order
 };
 
@@ -90,11 +94,12 @@ inline result<txn_answer> parse_txn(std::string_view body, bool top = true) {
             out.inner.push_back(std::move(*sub));
         }
         auto range = member(op, "response_range");
-        if (!range) {
+        auto deleted = range ? std::nullopt : member(op, "response_delete_range");
+        if (!range && !deleted) {
             out.ranges.emplace_back();
             continue;
         }
-        auto kvs = array_member(range->raw, "kvs");
+        auto kvs = range ? array_member(range->raw, "kvs") : array_member(deleted->raw, "prev_kvs");
         if (kvs.empty()) {
             out.ranges.emplace_back();
             continue;
@@ -170,12 +175,24 @@ public:
         else return since_epoch_ns(std::chrono::system_clock::now());
     }
 
-    /// The TTL in seconds to grant for `ttl`: whole seconds, rounded up (etcd
-    /// raises it further to its minimum). A test clock's leases are granted
-    /// an hour more, so that only the test clock ends them.
+    /// What a grant's etcd term is longer than asked at least: a store
+    /// object may give a released grant's lease to its next acquire without
+    /// renewing it while at least the asked TTL is left (lease.hpp).
+    static constexpr std::chrono::milliseconds reuse_margin{250};
+
+    /// The TTL in seconds to grant for `ttl`: whole seconds, rounded up from
+    /// ttl + reuse_margin (etcd raises it further to its minimum). A test
+    /// clock's leases are granted an hour more, so that only the test clock
+    /// ends them.
     static std::int64_t grant_seconds(std::chrono::nanoseconds ttl) {
-        const auto s = std::chrono::ceil<std::chrono::seconds>(ttl).count();
-        return (s < 1 ? 1 : s) + (test_clock ? 3600 : 0);
+        if constexpr (test_clock) {
+            const auto s = std::chrono::ceil<std::chrono::seconds>(ttl).count();
+            return (s < 1 ? 1 : s) + 3600;
+        } else {
+            const std::chrono::nanoseconds asked{coord::detail::add_saturated(ttl.count(), std::chrono::nanoseconds(reuse_margin).count())};
+            const auto s = std::chrono::ceil<std::chrono::seconds>(asked).count();
+            return s < 1 ? 1 : s;
+        }
     }
 
     /// A new etcd lease for `ttl`: its ID and the term it got.

@@ -12,28 +12,35 @@
 //
 // The term is etcd's: its leader's lease timer ends it and deletes the holder
 // key, never a client's clock. etcd counts whole seconds and has a minimum
-// (2 s for etcd 3.4's defaults): a TTL it cannot represent is rounded up and
-// the grant reports the term it got. expires_at is this machine's clock at
-// the answer plus what etcd said is left (an estimate: the term is etcd's).
+// (2 s for etcd 3.4's defaults): the grant asks for the TTL and a quarter
+// second (context::reuse_margin), rounded up to whole seconds (etcd raises it
+// to its minimum), and reports the term it got. expires_at is this machine's
+// clock at the answer plus what etcd said is left (an estimate: the term is
+// etcd's).
 //
 // Round trips: acquire 2 (a lease for the term, then the transaction: etcd
-// grants a lease only on its own, before a key can carry it). A store object
-// keeps the leases of the grants it released, keyless, as spares: the next
-// acquire with the same whole-second TTL renews a spare (a keepalive, which
-// etcd's leader answers without a raft proposal or an fsync) instead of
-// granting a new one. A spare is only ever a lease with no key: released by
-// a transaction that deleted its holder key, or refused before any key took
-// it. Refused 3 (+ the holder's time to live; the lease stays a spare).
-// A store object remembers the leases of the grants it made: renewing one of
-// them is 1 round trip (a keepalive of the grant's own lease, which no other
-// grant shares) and releasing it 1 (a transaction comparing owner and token
-// that deletes the holder key; the lease becomes a spare). Otherwise
-// (another process's grant, a lease gone): renew 2 (the holder read; the
-// keepalive) or 4 with a new TTL (a new lease swapped in by a transaction
-// comparing the holder's create revision and lease, the old one revoked);
-// release 2 (the same transaction; the lease revoked); read 2. Spares end
-// with their term when nobody reuses them (etcd's timer; at most
-// `max_spares` per store object).
+// grants a lease only on its own, before a key can carry it), or 1 with a
+// spare. A store object keeps the leases of the grants it released, keyless,
+// as spares (at most `max_spares`): the next acquire with the same whole
+// seconds takes one. A spare whose term began less than the margin ago still
+// has the asked TTL left and serves as it is (the grant reports no later end
+// than from when the spare was asked for, measured on this machine's steady
+// clock before the request went out); an older one is renewed by a keepalive
+// first. A spare is only ever a lease with no key: released by a
+// transaction that deleted its holder key, or refused before any key took it;
+// if etcd no longer has it (revoked by another client, or this process paused
+// past its term) the put is refused and the acquire takes a new lease.
+// Refused 3 (+ the holder's time to live; the lease stays a spare). A store
+// object remembers the leases of the grants it made: renewing one of them is
+// 1 round trip (a keepalive of the grant's own lease, which no other grant
+// shares) and releasing it 1 (a transaction that compares the holder key's
+// create revision with the token, which names the grant and so its owner,
+// and deletes it; the lease becomes a spare). Otherwise (another process's
+// grant, a lease gone): renew 2 (the holder read; the keepalive) or 4 with a
+// new TTL (a new lease swapped in by a transaction comparing the holder's
+// create revision and lease, the old one revoked); release 2 (owner and
+// token compared, the lease read from the deleted key and revoked); read 2.
+// Spares end with their term when nobody reuses them (etcd's timer).
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -62,22 +69,34 @@ public:
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
         if (auto e = ctx_.expire_due(); !e) return failed(e.error());
         const std::int64_t seconds = detail::context<Clock>::grant_seconds(ttl);
-        auto g = lease_for(ttl, seconds);
-        if (!g) return failed(g.error());
-        const auto [id, t] = *g;
         const std::string holder = holder_key(name);
-        auto r = ctx_.txn({detail::create_is(holder, 0)},
-                          {detail::put(holder, owner, id), detail::put(grant_key(name), owner)}, {detail::get(holder)}, true);
+        result<detail::txn_answer> r = unexpected(detail::bad("lease acquire: no attempt"));
+        std::int64_t id = 0;
+        detail::term t;
+        std::chrono::steady_clock::time_point asked{};
+        // A spare taken without a renewal may have ended after all (this
+        // process paused, or it was revoked): etcd then refuses the put and
+        // the acquire goes on with a lease of its own.
+        for (bool fresh = false;; fresh = true) {
+            auto g = fresh ? fresh_lease(ttl, seconds) : lease_for(ttl, seconds);
+            if (!g) return failed(g.error());
+            id = g->first.id;
+            t = g->second;
+            asked = g->first.asked;
+            r = ctx_.txn({detail::create_is(holder, 0)},
+                         {detail::put(holder, owner, id), detail::put(grant_key(name), owner)}, {detail::get(holder)}, true);
+            if (r || fresh || !g->first.unrenewed || r.error().detail().find("lease not found") == std::string::npos) break;
+        }
         if (!r) {
             (void)ctx_.revoke(id);  // the answer was lost: the key may carry it
             return failed(r.error());
         }
         if (r->succeeded) {
-            remember(name, owner, static_cast<fence_token>(r->revision), id, seconds);
+            remember(name, owner, static_cast<fence_token>(r->revision), id, seconds, t, asked);
             return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
                          std::chrono::nanoseconds{t.ttl_ns}, std::chrono::nanoseconds{t.expires_ns}};
         }
-        keep_spare(id, seconds);  // no key took it
+        keep_spare(id, seconds, t, asked);  // no key took it
         return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
     }
 
@@ -87,11 +106,14 @@ public:
         // This store object's own grant, for its term: a keepalive of the
         // grant's own lease (1 round trip). Gone: ask etcd what happened.
         if (auto mine = recalled(name, owner, token); mine && ttl.count() <= 0) {
+            const auto sent = std::chrono::steady_clock::now();
             auto k = ctx_.keepalive(mine->id, ttl);
             if (!k) return failed(k.error());
-            if (*k)
+            if (*k) {
+                renewed(name, sent, **k);
                 return lease{std::string(name), std::string(owner), mine->token, std::chrono::nanoseconds{(*k)->ttl_ns},
                              std::chrono::nanoseconds{(*k)->expires_ns}};
+            }
         }
         const std::string holder = holder_key(name);
         auto r = ctx_.txn({}, {detail::get(holder), detail::get(grant_key(name))}, {}, false);
@@ -116,9 +138,10 @@ public:
                          std::chrono::nanoseconds{(*k)->expires_ns}};
         }
         // A new TTL: a new lease swapped in while the holder key is still this grant's.
-        auto fresh = ctx_.grant(ttl);
+        auto fresh = fresh_lease(ttl, detail::context<Clock>::grant_seconds(ttl));
         if (!fresh) return failed(fresh.error());
-        const auto [id, t] = *fresh;
+        const std::int64_t id = fresh->first.id;
+        const detail::term t = fresh->second;
         auto s = ctx_.txn({detail::create_is(holder, h->create_revision), detail::lease_is(holder, h->lease)},
                           {detail::put(holder, owner, id)}, {detail::get(holder)}, true);
         if (!s) {
@@ -130,7 +153,7 @@ public:
             return refusal(coord::errc::lease_expired, s->ranges.empty() ? std::nullopt : s->ranges[0]);
         }
         (void)ctx_.revoke(h->lease);
-        remember(name, owner, mine, id, detail::context<Clock>::grant_seconds(ttl));
+        remember(name, owner, mine, id, detail::context<Clock>::grant_seconds(ttl), t, fresh->first.asked);
         return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{t.ttl_ns},
                      std::chrono::nanoseconds{t.expires_ns}};
     }
@@ -140,17 +163,23 @@ public:
         const auto mine = recalled(name, owner, token);
         if (mine) forget(name);
         const std::string holder = holder_key(name);
-        std::vector<std::string> compare{detail::value_is(holder, owner)};
+        // This store object's own grant, by its token: the holder key's
+        // create revision is the grant (one transaction made it, with this
+        // owner), so comparing it is enough, and its lease is known.
+        // Otherwise the owner is compared (and the token, when given), and the
+        // lease read from the key deleted.
+        const bool exact = mine && token != 0;
+        std::vector<std::string> compare;
+        if (!exact) compare.push_back(detail::value_is(holder, owner));
         if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
-        auto r = ctx_.txn(compare, {detail::get(holder), detail::del(holder)}, {detail::get(holder)}, true);
+        auto r = ctx_.txn(compare, {exact ? detail::del(holder) : detail::del_prev(holder)}, {detail::get(holder)}, true);
         if (!r) return unexpected(failed(r.error()).error());
         if (!r->succeeded) return unexpected(refusal(coord::errc::not_lease_holder, r->ranges.empty() ? std::nullopt : r->ranges[0]).error());
-        if (r->ranges.empty() || !r->ranges[0]) return {};
         // The key is gone, its lease keyless: this store object's own grant's
-        // lease is kept as a spare (1 round trip); another's is revoked.
-        const std::int64_t id = r->ranges[0]->lease;
-        if (mine && mine->id == id) keep_spare(id, mine->seconds);
-        else (void)ctx_.revoke(id);
+        // lease is kept as a spare; another's is revoked.
+        const std::int64_t id = exact ? mine->id : !r->ranges.empty() && r->ranges[0] ? r->ranges[0]->lease : 0;
+        if (mine && mine->id == id) keep_spare(id, mine->seconds, mine->term, mine->asked);
+        else if (id != 0) (void)ctx_.revoke(id);
         return {};
     }
 
@@ -168,52 +197,99 @@ public:
     }
 
 private:
-    // The grants this store object made, by name: their lease IDs, so that a
+    // A lease of this store object's: its ID, the whole seconds it was
+    // granted for, its term as last learned, and when that was asked (this
+    // machine's steady clock, read before the request went out: etcd's timer
+    // started after it, so the lease lasts at least until then + its TTL).
+    struct lease_held {
+        std::int64_t id = 0;
+        std::int64_t seconds = 0;
+        std::chrono::steady_clock::time_point asked{};
+        std::int64_t ttl_ns = 0;  ///< etcd's TTL at that answer
+        bool unrenewed = false;    ///< taken as a spare without a renewal
+    };
+    // The grants this store object made, by name: their leases, so that a
     // renew or release of one's own grant acts on its lease directly.
     struct grant_made {
         std::string owner;
         fence_token token = 0;
         std::int64_t id = 0;
         std::int64_t seconds = 0;  ///< the whole seconds asked of etcd (grant_seconds)
+        detail::term term;
+        std::chrono::steady_clock::time_point asked{};
     };
-    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id, std::int64_t seconds) {
+    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id, std::int64_t seconds,
+                  const detail::term& t = {}, std::chrono::steady_clock::time_point asked = {}) {
         std::lock_guard lk(mutex_);
-        made_[std::string(name)] = grant_made{std::string(owner), token, id, seconds};
+        made_[std::string(name)] = grant_made{std::string(owner), token, id, seconds, t, asked};
+    }
+    void renewed(std::string_view name, std::chrono::steady_clock::time_point asked, const detail::term& t) {
+        std::lock_guard lk(mutex_);
+        if (auto it = made_.find(name); it != made_.end()) {
+            it->second.term = t;
+            it->second.asked = asked;
+        }
     }
 
     // Spare leases: keyless etcd leases of this store object, by the whole
-    // seconds they were granted for (a keepalive renews a lease for the TTL
-    // it was granted, so only an acquire asking the same seconds reuses one).
+    // seconds they were granted for. etcd renews a lease for the TTL it was
+    // granted, so only an acquire asking the same seconds reuses one; and
+    // since grants are at least reuse_margin longer than asked, a spare
+    // whose term started less than that margin ago still has the asked TTL
+    // left and serves without a renewal (its term as etcd counts it: no
+    // longer than from when it was asked).
     static constexpr std::size_t max_spares = 16;
-    void keep_spare(std::int64_t id, std::int64_t seconds) {
+    void keep_spare(std::int64_t id, std::int64_t seconds, const detail::term& t, std::chrono::steady_clock::time_point asked) {
         {
             std::lock_guard lk(mutex_);
             if (spare_count_ < max_spares) {
-                spares_[seconds].push_back(id);
+                spares_[seconds].push_back(lease_held{id, seconds, asked, t.ttl_ns, false});
                 ++spare_count_;
                 return;
             }
         }
         (void)ctx_.revoke(id);
     }
-    std::optional<std::int64_t> take_spare(std::int64_t seconds) {
+    std::optional<lease_held> take_spare(std::int64_t seconds) {
         std::lock_guard lk(mutex_);
         auto it = spares_.find(seconds);
         if (it == spares_.end() || it->second.empty()) return std::nullopt;
-        const std::int64_t id = it->second.back();
+        const lease_held l = it->second.back();
         it->second.pop_back();
         --spare_count_;
-        return id;
+        return l;
     }
-    // A lease for a new grant's term: a spare renewed for its full term, or
-    // a new one. A spare whose term ended (nobody reused it in time) is dropped.
-    result<std::pair<std::int64_t, detail::term>> lease_for(std::chrono::nanoseconds ttl, std::int64_t seconds) {
-        while (auto id = take_spare(seconds)) {
-            auto k = ctx_.keepalive(*id, ttl);
+    // A lease for a new grant's term: a spare with the asked TTL still left,
+    // a spare renewed for its full term, or a new one. A spare whose term
+    // ended (nobody reused it in time) is dropped.
+    result<std::pair<lease_held, detail::term>> lease_for(std::chrono::nanoseconds ttl, std::int64_t seconds) {
+        while (auto l = take_spare(seconds)) {
+            if constexpr (!detail::context<Clock>::test_clock) {
+                const auto now = std::chrono::steady_clock::now();
+                const std::int64_t left =
+                    l->ttl_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(now - l->asked).count();
+                if (l->asked != std::chrono::steady_clock::time_point{} && left >= ttl.count()) {
+                    l->unrenewed = true;
+                    detail::term t{l->ttl_ns, coord::detail::add_saturated(ctx_.now_ns(), left)};
+                    return std::pair{*l, t};
+                }
+            }
+            const auto asked = std::chrono::steady_clock::now();
+            auto k = ctx_.keepalive(l->id, ttl);
             if (!k) return unexpected(k.error());
-            if (*k) return std::pair{*id, **k};
+            if (*k) {
+                l->asked = asked;
+                l->ttl_ns = (*k)->ttl_ns;
+                return std::pair{*l, **k};
+            }
         }
-        return ctx_.grant(ttl);
+        return fresh_lease(ttl, seconds);
+    }
+    result<std::pair<lease_held, detail::term>> fresh_lease(std::chrono::nanoseconds ttl, std::int64_t seconds) {
+        const auto asked = std::chrono::steady_clock::now();
+        auto g = ctx_.grant(ttl);
+        if (!g) return unexpected(g.error());
+        return std::pair{lease_held{g->first, seconds, asked, g->second.ttl_ns, false}, g->second};
     }
     void forget(std::string_view name) {
         std::lock_guard lk(mutex_);
@@ -255,7 +331,7 @@ private:
     detail::context<Clock>& ctx_;
     std::mutex mutex_;
     std::map<std::string, grant_made, std::less<>> made_;
-    std::map<std::int64_t, std::vector<std::int64_t>> spares_;
+    std::map<std::int64_t, std::vector<lease_held>> spares_;
     std::size_t spare_count_ = 0;
 };
 

@@ -88,6 +88,14 @@ public:
     /// only until the store is initialized).
     result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
                           std::vector<std::string> args, bool writes, bool clocked = false) {
+        return checked(c, s, std::move(more_keys), std::move(args), writes, clocked,
+                       [](const std::string& id) { return id; });
+    }
+    /// The same, the identity's argument made by `with_identity(id)` (a
+    /// script may take the identity inside a larger argument).
+    template <class WithIdentity>
+    result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
+                          std::vector<std::string> args, bool writes, bool clocked, WithIdentity&& with_identity) {
         std::string id = identity();
         if (id.empty()) {
             auto r = c.command({"GET", keys_.identity()}, false);
@@ -101,7 +109,7 @@ public:
         ks.reserve(more_keys.size() + 1);
         ks.push_back(keys_.identity());
         for (auto& k : more_keys) ks.push_back(std::move(k));
-        args.insert(args.begin() + (clocked ? 1 : 0), std::move(id));
+        args.insert(args.begin() + (clocked ? 1 : 0), with_identity(id));
         auto r = c.eval(s, ks, args, writes);
         if (!r) return r;
         const auto status = (*r)->type == REDIS_REPLY_ARRAY ? element(r->get(), 0) : text(r->get());

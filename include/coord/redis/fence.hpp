@@ -81,9 +81,21 @@ private:
     result<void, write_error> write(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                     std::string_view value) {
         pool::call c(ctx_.calls());
-        auto r = ctx_.checked(c, scripts::fence_write, {ctx_.key().of("fence", key)},
-                              {std::to_string(token), seq ? std::to_string(*seq) : std::string(), std::string(value)},
-                              true);
+        // The record the write leaves when the rule lets it (the script's one
+        // argument): "<identity> <token> <seq>\n<value>".
+        auto r = ctx_.checked(c, scripts::fence_write, {ctx_.key().of("fence", key)}, {}, true, false,
+                              [&](const std::string& id) {
+                                  std::string rec;
+                                  rec.reserve(id.size() + value.size() + 44);
+                                  rec += id;
+                                  rec += ' ';
+                                  rec += std::to_string(token);
+                                  rec += ' ';
+                                  if (seq) rec += std::to_string(*seq);
+                                  rec += '\n';
+                                  rec += value;
+                                  return rec;
+                              });
         if (!r) return unexpected(write_error{r.error(), 0});
         return answer(r->get());
     }

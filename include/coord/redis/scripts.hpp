@@ -15,12 +15,23 @@
 // otherwise.
 //
 // Data loss. Scripts whose promise needs earlier data (fences, reservations,
-// segments, the ledger, revocations) first check the store's identity key
+// segments, the ledger, revocations) check the store's identity key
 // (`unsafe`): absent, the store was never initialized or lost its data ('U');
 // another value than the one this client opened, it was initialized again
-// ('C'). Leases need no identity: a new token is at least the server's time
+// ('C'). The fence and the segment counter check it only where data can be
+// missing (a record missing or written under another identity, a counter
+// that was 0), so that their common path is one command. Leases need no identity: a new token is at least the server's time
 // in microseconds, so tokens never go back even when the lease's record is
 // lost. Sessions need none: a lost session is a signed-out user.
+//
+// Cost. A command inside a script (redis.call) costs about as much server
+// time as the script's own call, and so does every few arguments: the scripts
+// of the hot paths (fence write, lease acquire and release, segment
+// allocation) take few arguments, return one string, make no helper
+// functions on their common path (Lua makes a script's functions anew on
+// every call) and write first (SET ... GET), putting the old record back
+// when it shows another case than the common one; see the fence and lease
+// sections.
 //
 // Every key of one call shares the store's hash tag ({prefix}), so the
 // scripts run on Redis Cluster too; they carry the #!lua shebang (Redis 7:
@@ -116,16 +127,20 @@ namespace coord::redis::scripts {
 #define COORD_REDIS_LUA_FENCE                                                                           \
     "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
 
-/// KEYS: identity, fence. ARGV: identity, token, seq ('' for none), value.
+/// KEYS: identity, fence. ARGV: the new record, "<identity> <token> <seq>\n<value>".
 /// 'OK' | 'S<highest>' | 'Q<highest>' | 'U' | 'C' | 'B' (the key holds no fence record)
-inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_FENCE R"LUA(
-local id, token, seq = ARGV[1], ARGV[2], ARGV[3]
-local old = redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. seq .. '\n' .. ARGV[4], 'GET')
+inline const detail::script fence_write{COORD_REDIS_LUA_WRITES R"LUA(
+local rec = ARGV[1]
+local old = redis.call('SET', KEYS[2], rec, 'GET')
+local id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\n()')
 local oid, h, q
 if old then
   oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\n')
   if not h then redis.call('SET', KEYS[2], old) return 'B' end
+  if oid == id and (#token > #h or (#token == #h and token > h)) then return 'OK' end
 end
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_FENCE R"LUA(
+if not token then put_back(KEYS[2], old) return 'B' end
 if oid ~= id then
   local bad = unsafe(KEYS[1], id)
   if bad then put_back(KEYS[2], old) return bad end
@@ -135,7 +150,7 @@ if old then
   if c < 0 then redis.call('SET', KEYS[2], old) return 'S' .. h end
   if c == 0 and q ~= '' then
     if seq == '' then
-      redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. q .. '\n' .. ARGV[4])
+      redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. q .. '\n' .. string.sub(rec, at))
     elseif ucmp(seq, q) <= 0 then
       redis.call('SET', KEYS[2], old) return 'Q' .. h
     end
