@@ -4,7 +4,7 @@
 # Redis, ZooKeeper): two jobs on a two-second schedule for 20 seconds, each run by
 # three `coordctl cron run` processes at once.
 # - Job A, undisturbed: every slot between the first and the last ran
-#   exactly once.
+#   exactly once (on the embedded stores, on a store of its own: below).
 # - Job B (overlap allowed), whose command writes its effect to a fenced key
 #   under COORD_FENCE after a second: one runner is SIGKILLed mid-command
 #   (with its command: a machine that died), another SIGSTOPped with its
@@ -22,9 +22,16 @@ err="$work/stderr"
 trap 'kill -KILL $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # shellcheck source=tests/examples/coordctl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
-case "$store" in  # "file" and "sqlite": a fresh store of that kind
-  file) store="file:$work/store" ;;
-  sqlite) store="sqlite:$work/store.db" ;;
+# "file" and "sqlite": fresh stores of that kind, one per job. An embedded
+# store has one write lock for all its keys, and job B's runner or command is
+# stopped in this test: stopped inside a write, it holds every other writer up
+# (job A's claims lapse and run again, as they must), so job A, the
+# undisturbed one, gets a store of its own. On the servers a stopped client
+# holds nobody else's keys.
+store_a=""
+case "$store" in
+  file) store="file:$work/store"; store_a="file:$work/store-a" ;;
+  sqlite) store="sqlite:$work/store.db"; store_a="sqlite:$work/store-a.db" ;;
 esac
 
 "$ctl" store init --store "$store" >/dev/null 2>&1  # redis: once (refused when done already: fine)
@@ -32,7 +39,8 @@ id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/cron$id" ;; esac  # a root of this run's own
 job_a="cronA$id"
 job_b="cronB$id"
-common=(--store "$store" --cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20s --stop-grace 5s)
+[ -n "$store_a" ] || store_a="$store"
+common=(--cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20s --stop-grace 5s)
 
 cat > "$work/job_b.sh" <<EOF
 #!/usr/bin/env bash
@@ -48,11 +56,11 @@ chmod +x "$work/job_b.sh"
 
 pids_a=() pids_b=()
 for i in 1 2 3; do
-  "$ctl" cron run "${common[@]}" --job "$job_a" --worker "A$i" -- \
+  "$ctl" cron run --store "$store_a" "${common[@]}" --job "$job_a" --worker "A$i" -- \
     sh -c 'echo "$COORD_SLOT $COORD_FENCE $COORD_ATTEMPT $COORD_SCHEDULED_AT" >> "$0"; sleep 0.3' "$work/runs_a" \
     2> "$work/a$i.log" &
   pids_a+=($!)
-  "$ctl" cron run "${common[@]}" --job "$job_b" --worker "B$i" --overlap allow -- "$work/job_b.sh" 2> "$work/b$i.log" &
+  "$ctl" cron run --store "$store" "${common[@]}" --job "$job_b" --worker "B$i" --overlap allow -- "$work/job_b.sh" 2> "$work/b$i.log" &
   pids_b+=($!)
 done
 
@@ -131,7 +139,7 @@ grep -q '^refused .* stale fence' "$work/effects" || fail "job B: the stopped ru
 grep -q ' lost .*not recorded' "$work/b$stopped.log" || fail "runner B$stopped did not log that it lost its slot: $(cat "$work/b$stopped.log")"
 
 # The books: status shows the slots done, with worker, attempt and exit 0.
-status=$("$ctl" cron status --store "$store" --job "$job_a" -n 30); rc=$?
+status=$("$ctl" cron status --store "$store_a" --job "$job_a" -n 30); rc=$?
 [ "$rc" = 0 ] || fail "cron status: rc=$rc"
 echo "$status"
 [ "$(echo "$status" | head -1 | awk '{print $1, $2, $3, $4, $5}')" = "SLOT STATE WORKER ATTEMPT EXIT" ] || fail "status header: $status"
