@@ -124,7 +124,8 @@ namespace coord::redis::scripts {
 // SET ... GET (one command on the common path) and, when the rule refuses,
 // puts the old record back before it answers. Both happen inside the one
 // script, so no other client ever sees the refused write.
-#define COORD_REDIS_LUA_FENCE                                                                           \
+// A write-first script's way back: the key as it was before its SET ... GET.
+#define COORD_REDIS_LUA_PUT_BACK                                                                        \
     "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
 
 /// KEYS: identity, fence. ARGV: the new record, "<identity> <token> <seq>\n<value>".
@@ -139,7 +140,7 @@ if old then
   if not h then redis.call('SET', KEYS[2], old) return 'B' end
   if oid == id and (#token > #h or (#token == #h and token > h)) then return 'OK' end
 end
-)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_FENCE R"LUA(
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK R"LUA(
 if not token then put_back(KEYS[2], old) return 'B' end
 if oid ~= id then
   local bad = unsafe(KEYS[1], id)
@@ -282,11 +283,9 @@ if old then
   if last and (#t > #last or (#t == #last and t > last)) then
     return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\n'
   end
-  redis.call('SET', KEYS[1], old)
-else
-  redis.call('DEL', KEYS[1])
 end
-)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
+put_back(KEYS[1], old)
 local s = lease_of(old, now)
 if not s then return 'B' end
 if s.live then return answer('H', s, now) end
@@ -313,20 +312,15 @@ inline const detail::script lease_release{COORD_REDIS_LUA_WRITES R"LUA(
 local owner, token = ARGV[1], ARGV[2]
 local old = redis.call('SET', KEYS[1], '00 ' .. token .. ' 0 0\n', 'GET')
 if old then
-  local w, last, at = string.match(old, '^1([01]) (%d+) %d+ %d+\n()')
-  if last == token and string.sub(old, at) == owner then
-    if w == '0' then return 'OK' end
-    redis.call('SET', KEYS[1], old)
-    return 'W'
-  end
-  redis.call('SET', KEYS[1], old)
-else
-  redis.call('DEL', KEYS[1])
+  local last, at = string.match(old, '^10 (%d+) %d+ %d+\n()')
+  if last == token and string.sub(old, at) == owner then return 'OK' end
 end
-)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE R"LUA(
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
+put_back(KEYS[1], old)
 local now = clock(ARGV[3] or '')
 local s = lease_of(old, now)
 if not s then return 'B' end
+if holds(s, owner, token) then return 'W' end
 return answer('N', s, now)
 )LUA"};
 
@@ -689,6 +683,7 @@ inline const detail::script echo{"#!lua flags=no-writes\nreturn ARGV[1]\n"};
 #undef COORD_REDIS_LUA_WRITES
 #undef COORD_REDIS_LUA_READS
 #undef COORD_REDIS_LUA_PRELUDE
+#undef COORD_REDIS_LUA_PUT_BACK
 #undef COORD_REDIS_LUA_LEASE
 #undef COORD_REDIS_LUA_LINE
 #undef COORD_REDIS_LUA_UCMP
