@@ -6,11 +6,12 @@
 //                                 report x_floor, their time over its in the same iterations
 //   BM_Etcd_FenceWrite            one fenced write: one transaction (target <= 1.2x)
 //   BM_Etcd_LeaseAcquireRelease   an acquire and a release; items are operations (two an
-//                                 iteration; target <= 1.2x). An acquire is a keepalive of a
-//                                 spare lease (the store object's released grant's) and one
-//                                 transaction, a release of one's own grant one transaction
+//                                 iteration; target <= 1.2x). An acquire takes a spare lease
+//                                 (the store object's released grant's; renewed by a keepalive
+//                                 only once its term began more than the reuse margin ago) and
+//                                 is one transaction, a release of one's own grant one
 //   BM_Floor_EtcdKeepalive        one bare keepalive of a lease (POST /v3/lease/keepalive):
-//                                 what an acquire adds to its transaction
+//                                 what an acquire adds when its spare must be renewed
 //   BM_Segment_Next/<store>       IDs from a generator on the memory and the etcd allocator
 // The member comes from COORD_ETCD_URL (etcd://HOST:PORT; .ci/run starts one
 // with tests/etcd.sh); without it the binary fails.

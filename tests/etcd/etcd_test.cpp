@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // etcd-only behaviour on one member: terms in etcd's whole seconds (rounded
-// up from the TTL and a quarter second, the minimum), tokens that are revisions and keep growing across
-// compaction, exact 64-bit fences, a new TTL swapped in on renew, released
+// up from the TTL and a quarter second, the minimum), tokens that are
+// revisions and keep growing across compaction, exact 64-bit fences, a new TTL swapped in on renew, released
 // grants' leases reused with a whole term, revocations, endpoints that
 // cannot be reached skipped for the next, and clear errors.
 #include <gtest/gtest.h>

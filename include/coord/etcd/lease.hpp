@@ -71,32 +71,29 @@ public:
         const std::int64_t seconds = detail::context<Clock>::grant_seconds(ttl);
         const std::string holder = holder_key(name);
         result<detail::txn_answer> r = unexpected(detail::bad("lease acquire: no attempt"));
-        std::int64_t id = 0;
-        detail::term t;
-        std::chrono::steady_clock::time_point asked{};
+        lease_got g;
         // A spare taken without a renewal may have ended after all (this
         // process paused, or it was revoked): etcd then refuses the put and
         // the acquire goes on with a lease of its own.
         for (bool fresh = false;; fresh = true) {
-            auto g = fresh ? fresh_lease(ttl, seconds) : lease_for(ttl, seconds);
-            if (!g) return failed(g.error());
-            id = g->first.id;
-            t = g->second;
-            asked = g->first.asked;
+            auto got = fresh ? fresh_lease(ttl) : lease_for(ttl, seconds);
+            if (!got) return failed(got.error());
+            g = *got;
             r = ctx_.txn({detail::create_is(holder, 0)},
-                         {detail::put(holder, owner, id), detail::put(grant_key(name), owner)}, {detail::get(holder)}, true);
-            if (r || fresh || !g->first.unrenewed || r.error().detail().find("lease not found") == std::string::npos) break;
+                         {detail::put(holder, owner, g.held.id), detail::put(grant_key(name), owner)}, {detail::get(holder)},
+                         true);
+            if (r || fresh || !g.unrenewed || r.error().detail().find("lease not found") == std::string::npos) break;
         }
         if (!r) {
-            (void)ctx_.revoke(id);  // the answer was lost: the key may carry it
+            (void)ctx_.revoke(g.held.id);  // the answer was lost: the key may carry it
             return failed(r.error());
         }
         if (r->succeeded) {
-            remember(name, owner, static_cast<fence_token>(r->revision), id, seconds, t, asked);
+            remember(name, owner, static_cast<fence_token>(r->revision), seconds, g.held);
             return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
-                         std::chrono::nanoseconds{t.ttl_ns}, std::chrono::nanoseconds{t.expires_ns}};
+                         std::chrono::nanoseconds{g.term.ttl_ns}, std::chrono::nanoseconds{g.term.expires_ns}};
         }
-        keep_spare(id, seconds, t, asked);  // no key took it
+        keep_spare(seconds, g.held);  // no key took it
         return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
     }
 
@@ -107,10 +104,10 @@ public:
         // grant's own lease (1 round trip). Gone: ask etcd what happened.
         if (auto mine = recalled(name, owner, token); mine && ttl.count() <= 0) {
             const auto sent = std::chrono::steady_clock::now();
-            auto k = ctx_.keepalive(mine->id, ttl);
+            auto k = ctx_.keepalive(mine->held.id, ttl);
             if (!k) return failed(k.error());
             if (*k) {
-                renewed(name, sent, **k);
+                renewed(name, lease_held{mine->held.id, sent, (*k)->ttl_ns});
                 return lease{std::string(name), std::string(owner), mine->token, std::chrono::nanoseconds{(*k)->ttl_ns},
                              std::chrono::nanoseconds{(*k)->expires_ns}};
             }
@@ -138,10 +135,10 @@ public:
                          std::chrono::nanoseconds{(*k)->expires_ns}};
         }
         // A new TTL: a new lease swapped in while the holder key is still this grant's.
-        auto fresh = fresh_lease(ttl, detail::context<Clock>::grant_seconds(ttl));
+        auto fresh = fresh_lease(ttl);
         if (!fresh) return failed(fresh.error());
-        const std::int64_t id = fresh->first.id;
-        const detail::term t = fresh->second;
+        const std::int64_t id = fresh->held.id;
+        const detail::term t = fresh->term;
         auto s = ctx_.txn({detail::create_is(holder, h->create_revision), detail::lease_is(holder, h->lease)},
                           {detail::put(holder, owner, id)}, {detail::get(holder)}, true);
         if (!s) {
@@ -153,7 +150,7 @@ public:
             return refusal(coord::errc::lease_expired, s->ranges.empty() ? std::nullopt : s->ranges[0]);
         }
         (void)ctx_.revoke(h->lease);
-        remember(name, owner, mine, id, detail::context<Clock>::grant_seconds(ttl), t, fresh->first.asked);
+        remember(name, owner, mine, detail::context<Clock>::grant_seconds(ttl), fresh->held);
         return lease{std::string(name), std::string(owner), mine, std::chrono::nanoseconds{t.ttl_ns},
                      std::chrono::nanoseconds{t.expires_ns}};
     }
@@ -177,8 +174,8 @@ public:
         if (!r->succeeded) return unexpected(refusal(coord::errc::not_lease_holder, r->ranges.empty() ? std::nullopt : r->ranges[0]).error());
         // The key is gone, its lease keyless: this store object's own grant's
         // lease is kept as a spare; another's is revoked.
-        const std::int64_t id = exact ? mine->id : !r->ranges.empty() && r->ranges[0] ? r->ranges[0]->lease : 0;
-        if (mine && mine->id == id) keep_spare(id, mine->seconds, mine->term, mine->asked);
+        const std::int64_t id = exact ? mine->held.id : !r->ranges.empty() && r->ranges[0] ? r->ranges[0]->lease : 0;
+        if (mine && mine->held.id == id) keep_spare(mine->seconds, mine->held);
         else if (id != 0) (void)ctx_.revoke(id);
         return {};
     }
@@ -197,38 +194,38 @@ public:
     }
 
 private:
-    // A lease of this store object's: its ID, the whole seconds it was
-    // granted for, its term as last learned, and when that was asked (this
-    // machine's steady clock, read before the request went out: etcd's timer
-    // started after it, so the lease lasts at least until then + its TTL).
+    // A lease of this store object's: its ID, etcd's TTL for it at the last
+    // answer, and when that was asked (this machine's steady clock, read
+    // before the request went out: etcd's timer started after it, so the
+    // lease lasts at least until then + that TTL).
     struct lease_held {
         std::int64_t id = 0;
-        std::int64_t seconds = 0;
         std::chrono::steady_clock::time_point asked{};
-        std::int64_t ttl_ns = 0;  ///< etcd's TTL at that answer
-        bool unrenewed = false;    ///< taken as a spare without a renewal
+        std::int64_t ttl_ns = 0;
+    };
+    // A lease for a new grant: the lease, the term to report, and whether it
+    // is a spare taken without a renewal (etcd may no longer have it).
+    struct lease_got {
+        lease_held held;
+        detail::term term;
+        bool unrenewed = false;
     };
     // The grants this store object made, by name: their leases, so that a
     // renew or release of one's own grant acts on its lease directly.
     struct grant_made {
         std::string owner;
         fence_token token = 0;
-        std::int64_t id = 0;
         std::int64_t seconds = 0;  ///< the whole seconds asked of etcd (grant_seconds)
-        detail::term term;
-        std::chrono::steady_clock::time_point asked{};
+        lease_held held;
     };
-    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t id, std::int64_t seconds,
-                  const detail::term& t = {}, std::chrono::steady_clock::time_point asked = {}) {
+    void remember(std::string_view name, std::string_view owner, fence_token token, std::int64_t seconds,
+                  const lease_held& held) {
         std::lock_guard lk(mutex_);
-        made_[std::string(name)] = grant_made{std::string(owner), token, id, seconds, t, asked};
+        made_[std::string(name)] = grant_made{std::string(owner), token, seconds, held};
     }
-    void renewed(std::string_view name, std::chrono::steady_clock::time_point asked, const detail::term& t) {
+    void renewed(std::string_view name, const lease_held& held) {
         std::lock_guard lk(mutex_);
-        if (auto it = made_.find(name); it != made_.end()) {
-            it->second.term = t;
-            it->second.asked = asked;
-        }
+        if (auto it = made_.find(name); it != made_.end()) it->second.held = held;
     }
 
     // Spare leases: keyless etcd leases of this store object, by the whole
@@ -239,16 +236,16 @@ private:
     // left and serves without a renewal (its term as etcd counts it: no
     // longer than from when it was asked).
     static constexpr std::size_t max_spares = 16;
-    void keep_spare(std::int64_t id, std::int64_t seconds, const detail::term& t, std::chrono::steady_clock::time_point asked) {
+    void keep_spare(std::int64_t seconds, const lease_held& held) {
         {
             std::lock_guard lk(mutex_);
             if (spare_count_ < max_spares) {
-                spares_[seconds].push_back(lease_held{id, seconds, asked, t.ttl_ns, false});
+                spares_[seconds].push_back(held);
                 ++spare_count_;
                 return;
             }
         }
-        (void)ctx_.revoke(id);
+        (void)ctx_.revoke(held.id);
     }
     std::optional<lease_held> take_spare(std::int64_t seconds) {
         std::lock_guard lk(mutex_);
@@ -262,34 +259,26 @@ private:
     // A lease for a new grant's term: a spare with the asked TTL still left,
     // a spare renewed for its full term, or a new one. A spare whose term
     // ended (nobody reused it in time) is dropped.
-    result<std::pair<lease_held, detail::term>> lease_for(std::chrono::nanoseconds ttl, std::int64_t seconds) {
+    result<lease_got> lease_for(std::chrono::nanoseconds ttl, std::int64_t seconds) {
         while (auto l = take_spare(seconds)) {
             if constexpr (!detail::context<Clock>::test_clock) {
-                const auto now = std::chrono::steady_clock::now();
                 const std::int64_t left =
-                    l->ttl_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(now - l->asked).count();
-                if (l->asked != std::chrono::steady_clock::time_point{} && left >= ttl.count()) {
-                    l->unrenewed = true;
-                    detail::term t{l->ttl_ns, coord::detail::add_saturated(ctx_.now_ns(), left)};
-                    return std::pair{*l, t};
-                }
+                    l->ttl_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - l->asked).count();
+                if (left >= ttl.count())
+                    return lease_got{*l, detail::term{l->ttl_ns, coord::detail::add_saturated(ctx_.now_ns(), left)}, true};
             }
             const auto asked = std::chrono::steady_clock::now();
             auto k = ctx_.keepalive(l->id, ttl);
             if (!k) return unexpected(k.error());
-            if (*k) {
-                l->asked = asked;
-                l->ttl_ns = (*k)->ttl_ns;
-                return std::pair{*l, **k};
-            }
+            if (*k) return lease_got{lease_held{l->id, asked, (*k)->ttl_ns}, **k, false};
         }
-        return fresh_lease(ttl, seconds);
+        return fresh_lease(ttl);
     }
-    result<std::pair<lease_held, detail::term>> fresh_lease(std::chrono::nanoseconds ttl, std::int64_t seconds) {
+    result<lease_got> fresh_lease(std::chrono::nanoseconds ttl) {
         const auto asked = std::chrono::steady_clock::now();
         auto g = ctx_.grant(ttl);
         if (!g) return unexpected(g.error());
-        return std::pair{lease_held{g->first, seconds, asked, g->second.ttl_ns, false}, g->second};
+        return lease_got{lease_held{g->first, asked, g->second.ttl_ns}, g->second, false};
     }
     void forget(std::string_view name) {
         std::lock_guard lk(mutex_);

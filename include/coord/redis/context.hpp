@@ -84,8 +84,9 @@ public:
     /// key and ARGV[1] (or ARGV[2] after the clock, when `clocked`) the
     /// identity expected; the script answers 'U' or 'C' when it is absent or
     /// another, and 'B' when a key it reads holds no record of coord's (the
-    /// answer, or its first element, is the status). An identity not yet known is read first (one round trip,
-    /// only until the store is initialized).
+    /// answer, or its first element, is the status). An identity not yet
+    /// known is read first (one round trip, only until the store is
+    /// initialized).
     result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
                           std::vector<std::string> args, bool writes, bool clocked = false) {
         return checked(c, s, std::move(more_keys), std::move(args), writes, clocked,

@@ -2,11 +2,11 @@
 // coord/redis/lease.hpp: lease_store and lease_queue_store on Redis.
 //
 // Round trips: every operation 1, one script applying the rule of
-// coord/rules/lease.hpp to the name's record, its term judged on the server's
-// TIME; a release 2 when someone joined the name's line since its last
-// release (the first script finds that and changes nothing, the second
-// releases and wakes the first waiter). A new token is the larger of the last token + 1 and the server's
-// time in microseconds: tokens never go back, also when Redis lost the
+// coord/rules/lease.hpp to the name's record, its term judged on the
+// server's TIME; a release 2 when someone joined the name's line since its
+// last release (the first script finds that and changes nothing, the second
+// releases and wakes the first waiter). A new token is the larger of the
+// last token + 1 and the server's time in microseconds: tokens never go back, also when Redis lost the
 // lease's record (a restart without persistence, a failover to a replica
 // without the last writes), as long as the server's clock does not go back
 // further than the time between the lost grant and the next one.

@@ -20,9 +20,10 @@
 // another value than the one this client opened, it was initialized again
 // ('C'). The fence and the segment counter check it only where data can be
 // missing (a record missing or written under another identity, a counter
-// that was 0), so that their common path is one command. Leases need no identity: a new token is at least the server's time
-// in microseconds, so tokens never go back even when the lease's record is
-// lost. Sessions need none: a lost session is a signed-out user.
+// that was 0), so that their common path is one command. Leases need no
+// identity: a new token is at least the server's time in microseconds, so
+// tokens never go back even when the lease's record is lost. Sessions need
+// none: a lost session is a signed-out user.
 //
 // Cost. A command inside a script (redis.call) costs about as much server
 // time as the script's own call, and so does every few arguments: the scripts
@@ -124,6 +125,7 @@ namespace coord::redis::scripts {
 // SET ... GET (one command on the common path) and, when the rule refuses,
 // puts the old record back before it answers. Both happen inside the one
 // script, so no other client ever sees the refused write.
+
 // A write-first script's way back: the key as it was before its SET ... GET.
 #define COORD_REDIS_LUA_PUT_BACK                                                                        \
     "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
@@ -197,10 +199,10 @@ return 'OK'
 // The lease record is one string: "<held><w> <last> <start> <ttl>\n<holder>":
 // held '1' or '0', w (below), the last token granted (the holder's token
 // while held), and the term's start and length in ns (it ends at start + ttl,
-// saturated at 2^63-1). w '0': nobody joined the line since a release found it empty (enqueue
-// sets '1'; a release that finds the line empty sets '0'), so a release with
-// w '0' has no one to wake and leaves the line unread; a missing record
-// counts as '1'. The line is a sorted set of tickets and a hash (t last
+// saturated at 2^63-1). w '0': nobody joined the line since a release found
+// it empty (enqueue sets '1'; a release that finds the line empty sets '0'),
+// so a release with w '0' has no one to wake and leaves the line unread; a
+// missing record counts as '1'. The line is a sorted set of tickets and a hash (t last
 // ticket, u:<t> until, o:<t> who).
 // Answers: 'CODE token ttl start now ahead\nholder' (token and term of the
 // live holder, else 0; the holder '' on a grant: the caller's owner); codes
