@@ -79,6 +79,34 @@ TEST(Redis, LeaseExpiryIsOnTheServerClockAndTokensAreFlooredByIt) {
     ASSERT_FALSE(b);
     EXPECT_EQ(b.error(), coord::errc::lease_held);
     EXPECT_EQ(b.error().holder, "A");
+    // After a release the next grant takes the common path (the script
+    // answers its token alone): the same promises, and the term it reports is
+    // the one the server keeps. The owner may hold any bytes, a newline too.
+    ASSERT_TRUE(store->lease_release("db-primary", "A", l->token));
+    const std::string owner = "B\nsecond line";
+    const auto before2 = store->server_now_ns();
+    ASSERT_TRUE(before2);
+    auto again = store->lease_acquire("db-primary", owner, 1h);
+    ASSERT_TRUE(again) << again.error().code.message();
+    const auto after2 = store->server_now_ns();
+    ASSERT_TRUE(after2);
+    EXPECT_EQ(again->owner, owner);
+    EXPECT_GT(again->token, l->token);
+    EXPECT_GE(again->token, static_cast<std::uint64_t>(*before2 / 1000));
+    EXPECT_LE(again->token, static_cast<std::uint64_t>(*after2 / 1000));
+    EXPECT_GE(again->expires_at.count(), *before2 + std::chrono::nanoseconds(1h).count());
+    EXPECT_LE(again->expires_at.count(), *after2 + std::chrono::nanoseconds(1h).count());
+    auto read = store->lease_read("db-primary");
+    ASSERT_TRUE(read && *read);
+    EXPECT_EQ((*read)->owner, owner);
+    EXPECT_EQ((*read)->token, again->token);
+    EXPECT_EQ((*read)->expires_at, again->expires_at);
+    auto held = store->lease_acquire("db-primary", "A", 1h);
+    ASSERT_FALSE(held);
+    EXPECT_EQ(held.error().holder, owner);
+    EXPECT_TRUE(store->lease_renew("db-primary", owner, again->token, 1h));
+    EXPECT_FALSE(store->lease_release("db-primary", "B", again->token));
+    EXPECT_TRUE(store->lease_release("db-primary", owner, again->token));
 }
 
 // A release leaves the line unread when no one joined it since a release

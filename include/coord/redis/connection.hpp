@@ -250,14 +250,16 @@ struct script {
 /// The SHA-1s the server gave for the scripts (a function of the body).
 class script_shas {
 public:
-    static std::string of(const script& s) {
+    /// The SHA learned for `s`, or null. A SHA once learned stays, unchanged
+    /// (the same body has the same SHA), so the pointer stays valid.
+    static const std::string* of(const script& s) {
         std::lock_guard lk(mutex());
         auto it = map().find(s.body);
-        return it == map().end() ? std::string() : it->second;
+        return it == map().end() ? nullptr : &it->second;
     }
     static void learn(const script& s, std::string sha) {
         std::lock_guard lk(mutex());
-        map()[s.body] = std::move(sha);
+        map().try_emplace(s.body, std::move(sha));
     }
 
 private:
@@ -349,15 +351,7 @@ public:
     /// connection is the error (outcome_unknown for a writing call).
     result<std::vector<reply>> run(const std::vector<command>& cmds, bool writes, coord::detail::deadline until) {
         for (const auto& cmd : cmds) append(cmd);
-        if (auto f = flush(until); !f) return lost(f.error(), writes);
-        std::vector<reply> out;
-        out.reserve(cmds.size());
-        for (std::size_t i = 0; i < cmds.size(); ++i) {
-            auto r = read(until);
-            if (!r) return lost(r.error(), writes);
-            out.push_back(std::move(*r));
-        }
-        return out;
+        return replies(cmds.size(), writes, until);
     }
 
     /// Runs a script by SHA (SCRIPT LOAD with it the first time in this
@@ -365,21 +359,17 @@ public:
     /// or SCRIPT FLUSH). An error reply becomes the error.
     result<reply> eval(const script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                        bool writes, coord::detail::deadline until) {
-        const std::string sha = script_shas::of(s);
-        auto call = [&](std::string_view how, std::string_view what) {
-            command c{std::string(how), std::string(what), std::to_string(keys.size())};
-            c.insert(c.end(), keys.begin(), keys.end());
-            c.insert(c.end(), args.begin(), args.end());
-            return c;
-        };
-        if (!sha.empty()) {
-            auto r = run({call("EVALSHA", sha)}, writes, until);
+        if (const std::string* sha = script_shas::of(s)) {
+            append_eval("EVALSHA", *sha, keys, args);
+            auto r = replies(1, writes, until);
             if (!r) return unexpected(r.error());
             reply& one = (*r)[0];
             if (one->type != REDIS_REPLY_ERROR || text(one.get()).substr(0, 8) != "NOSCRIPT") return answer(std::move(one));
         }
         // Not loaded (nothing ran): load it and run it in one round trip.
-        auto r = run({{"SCRIPT", "LOAD", s.body}, call("EVAL", s.body)}, writes, until);
+        append({"SCRIPT", "LOAD", s.body});
+        append_eval("EVAL", s.body, keys, args);
+        auto r = replies(2, writes, until);
         if (!r) return unexpected(r.error());
         if ((*r)[0]->type == REDIS_REPLY_STRING) script_shas::learn(s, std::string(text((*r)[0].get())));
         return answer(std::move((*r)[1]));
@@ -461,6 +451,40 @@ private:
             lens.push_back(a.size());
         }
         (void)redisAppendCommandArgv(c_, static_cast<int>(cmd.size()), argv.data(), lens.data());
+    }
+    // EVAL or EVALSHA `what` with `keys` and `args`, formatted from where
+    // they are (no copies: the hot path of every store call).
+    void append_eval(std::string_view how, std::string_view what, const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args) {
+        char nkeys[24];
+        const auto n = std::to_chars(nkeys, nkeys + sizeof nkeys, keys.size()).ptr - nkeys;
+        const std::size_t count = 3 + keys.size() + args.size();
+        std::vector<const char*> argv;
+        std::vector<std::size_t> lens;
+        argv.reserve(count);
+        lens.reserve(count);
+        auto add = [&](std::string_view a) {
+            argv.push_back(a.data());
+            lens.push_back(a.size());
+        };
+        add(how);
+        add(what);
+        add(std::string_view(nkeys, static_cast<std::size_t>(n)));
+        for (const auto& k : keys) add(k);
+        for (const auto& a : args) add(a);
+        (void)redisAppendCommandArgv(c_, static_cast<int>(count), argv.data(), lens.data());
+    }
+    // Flushes what was appended and reads `n` replies (one round trip).
+    result<std::vector<reply>> replies(std::size_t n, bool writes, coord::detail::deadline until) {
+        if (auto f = flush(until); !f) return lost(f.error(), writes);
+        std::vector<reply> out;
+        out.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            auto r = read(until);
+            if (!r) return lost(r.error(), writes);
+            out.push_back(std::move(*r));
+        }
+        return out;
     }
 
     result<void, int> flush(coord::detail::deadline until) {

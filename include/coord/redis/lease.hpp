@@ -43,8 +43,28 @@ public:
     explicit lease_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
-        return call(scripts::lease_acquire, name, owner, {lease_key(name)},
-                    with_now({std::string(owner), detail::ns_arg(ttl.count())}));
+        std::string term_owner = detail::ns_arg(ttl.count());
+        term_owner += '\n';
+        term_owner += owner;
+        std::vector<std::string> args{std::move(term_owner)};
+        std::string sent = ctx_.now();
+        if (!sent.empty()) args.push_back(sent);
+        pool::call c(ctx_.calls());
+        auto r = c.eval(scripts::lease_acquire, {lease_key(name)}, args, true);
+        if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
+        const std::string_view text = detail::text(r->get());
+        if (text.empty() || text.front() < '0' || text.front() > '9') return outcome(name, owner, r->get());
+        // A grant on the common path: its token alone; the term starts at the
+        // reading sent, or at the token's microsecond (the server's TIME).
+        const auto token = detail::u64_of(text);
+        constexpr std::uint64_t max_us = static_cast<std::uint64_t>(INT64_MAX) / 1000;
+        const auto start = !sent.empty() ? detail::i64_of(sent)
+                           : token && *token <= max_us ? std::optional<std::int64_t>(static_cast<std::int64_t>(*token) * 1000)
+                                                       : std::nullopt;
+        if (!token || !start) return unexpected(lease_error{detail::bad_reply("lease acquire"), {}, 0, {}});
+        const auto term = std::chrono::nanoseconds{ttl.count() < 0 ? 0 : ttl.count()};
+        return lease{std::string(name), std::string(owner), *token, term,
+                     std::chrono::nanoseconds{coord::detail::add_saturated(*start, term.count())}};
     }
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {

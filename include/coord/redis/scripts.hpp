@@ -135,14 +135,18 @@ namespace coord::redis::scripts {
 inline const detail::script fence_write{COORD_REDIS_LUA_WRITES R"LUA(
 local rec = ARGV[1]
 local old = redis.call('SET', KEYS[2], rec, 'GET')
-local id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\n()')
-local oid, h, q
+local id, token = string.match(rec, '^(%x*) (%d+) ')
+if old and token and string.sub(old, 1, #id + 1) == id .. ' ' then
+  local h = string.match(old, '^(%d+) ', #id + 2)
+  if h and (#token > #h or (#token == #h and token > h)) then return 'OK' end
+end
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK R"LUA(
+local seq, at, oid, h, q
+id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\n()')
 if old then
   oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\n')
   if not h then redis.call('SET', KEYS[2], old) return 'B' end
-  if oid == id and (#token > #h or (#token == #h and token > h)) then return 'OK' end
 end
-)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK R"LUA(
 if not token then put_back(KEYS[2], old) return 'B' end
 if oid ~= id then
   local bad = unsafe(KEYS[1], id)
@@ -273,21 +277,32 @@ return 'OK'
     "end\n"
 
 
-/// KEYS: lease. ARGV: owner, ttl[, now] (a test clock's reading; without
-/// it the server's TIME).
+/// KEYS: lease. ARGV: "<ttl>\n<owner>" (one argument: every argument costs
+/// the server as much as a few string operations), then a test clock's
+/// reading (without it the server's TIME). A grant on the common path answers
+/// its token alone (bare digits): the term starts at the reading sent, or at
+/// token * 1000 ns (TIME), and is as long as asked; every other outcome is a
+/// full answer.
 inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES R"LUA(
-local owner, ttl, now = ARGV[1], ARGV[2], ARGV[3]
-if not now then local c = redis.call('TIME') now = c[1] .. string.sub('00000' .. c[2], -6) .. '000' end
-local t = '0' if #now > 3 then t = string.sub(now, 1, -4) end
-local old = redis.call('SET', KEYS[1], '10 ' .. t .. ' ' .. now .. ' ' .. ttl .. '\n' .. owner, 'GET')
+local t, now, rec = '0', ARGV[2]
+if now then
+  if #now > 3 then t = string.sub(now, 1, -4) end
+  rec = '10 ' .. t .. ' ' .. now .. ' ' .. ARGV[1]
+else
+  local c = redis.call('TIME')
+  if #c[2] == 6 then t = c[1] .. c[2] else t = c[1] .. string.sub('00000' .. c[2], -6) end
+  rec = '10 ' .. t .. ' ' .. t .. '000 ' .. ARGV[1]
+end
+local old = redis.call('SET', KEYS[1], rec, 'GET')
 if old then
-  local last = string.match(old, '^00 (%d+) %d+ %d+\n')
-  if last and (#t > #last or (#t == #last and t > last)) then
-    return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\n'
-  end
+  local last = string.match(old, '^00 (%d+) 0 0\n$')
+  if last and (#t > #last or (#t == #last and t > last)) then return t end
 end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
 put_back(KEYS[1], old)
+now = now or t .. '000'
+local ttl, owner = string.match(ARGV[1], '^(%d+)\n(.*)$')
+if not ttl then return redis.error_reply('coord: malformed lease_acquire argument') end
 local s = lease_of(old, now)
 if not s then return 'B' end
 if s.live then return answer('H', s, now) end
@@ -314,8 +329,8 @@ inline const detail::script lease_release{COORD_REDIS_LUA_WRITES R"LUA(
 local owner, token = ARGV[1], ARGV[2]
 local old = redis.call('SET', KEYS[1], '00 ' .. token .. ' 0 0\n', 'GET')
 if old then
-  local last, at = string.match(old, '^10 (%d+) %d+ %d+\n()')
-  if last == token and string.sub(old, at) == owner then return 'OK' end
+  local last, holder = string.match(old, '^10 (%d+) %d+ %d+\n(.*)$')
+  if last == token and holder == owner then return 'OK' end
 end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
 put_back(KEYS[1], old)
