@@ -97,7 +97,7 @@ TEST(Etcd, AReleasedGrantsLeaseServesANewGrantOfTheSameTTLWithItsFullTerm) {
     // The old grant's token reaches nothing: not the name, not the lease.
     auto stale = store->lease_renew("a", "A", a->token, 0ns);
     ASSERT_FALSE(stale);
-    EXPECT_EQ(stale.error(), coord::errc::lease_expired);  // the grant's record outlives it
+    EXPECT_EQ(stale.error(), coord::errc::not_lease_holder);  // released: as the memory store says
     EXPECT_EQ(store->lease_release("a", "A", a->token).error(), coord::errc::not_lease_holder);
     auto still = store->lease_read("c");
     ASSERT_TRUE(still && *still);
@@ -187,6 +187,32 @@ TEST(Etcd, ASpareLeaseGivesAWholeTermAndOneThatEndedUnusedIsNotReused) {
     ASSERT_TRUE(rd && *rd);
     EXPECT_EQ((*rd)->owner, "D");
     EXPECT_GT(d->token, c->token);
+}
+
+// When a term ends etcd deletes the holder key and keeps nothing else: the
+// store object that made the grant tells a late renew it expired; another
+// store object (another process) cannot tell an ended term from a release
+// and says not_lease_holder. Neither renews it.
+TEST(Etcd, ALateRenewIsToldExpiredByTheGrantsStoreObjectAndNotHolderByAnother) {
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const std::string prefix = etcd_fresh_prefix();
+    coord::etcd::basic_store<coord::manual_clock> mine{etcd_url(), clock, etcd_options(prefix)};
+    coord::etcd::basic_store<coord::manual_clock> other{etcd_url(), clock, etcd_options(prefix)};
+    auto a = mine.lease_acquire("a", "A", 5s);
+    ASSERT_TRUE(a) << a.error().code.message();
+    auto seen = other.lease_read("a");
+    ASSERT_TRUE(seen && *seen);
+    EXPECT_EQ((*seen)->token, a->token);
+    clock.advance(7s);  // past etcd's 6 s
+    EXPECT_EQ(other.lease_renew("a", "A", a->token, 5s).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(mine.lease_renew("a", "A", a->token, 5s).error(), coord::errc::lease_expired);
+    EXPECT_EQ(mine.lease_renew("a", "A", a->token, 0ns).error(), coord::errc::lease_expired);
+    EXPECT_FALSE(*other.lease_read("a"));
+    // The name is free: the next grant has a larger token.
+    auto b = other.lease_acquire("a", "B", 5s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, a->token);
+    EXPECT_EQ(mine.lease_renew("a", "A", a->token, 5s).error(), coord::errc::not_lease_holder);
 }
 
 TEST(Etcd, TokensAreRevisionsThatKeepGrowingAcrossCompaction) {

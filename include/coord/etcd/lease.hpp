@@ -3,12 +3,17 @@
 //
 // A grant is an etcd lease and a holder key attached to it
 // (PREFIX/lease/NAME/holder, the owner as its value), put in a transaction
-// that compares the key's create revision with 0 (nobody holds it); the same
-// transaction writes PREFIX/lease/NAME/grant (the owner, no lease), which
-// outlives the term so that a late renew can be told it expired. The fence
+// that compares the key's create revision with 0 (nobody holds it). The fence
 // token is the holder key's create revision: etcd's revision only grows, over
 // the whole cluster, across member restarts, leader changes and compaction,
-// so every new holder's token is larger than every earlier one's.
+// so every new holder's token is larger than every earlier one's. When the
+// term ends etcd deletes the key and keeps nothing that tells an ended term
+// from a release: a late renew of a grant this store object made (and did
+// not release) is told lease_expired, of another process's grant
+// not_lease_holder. (A record of each grant outside the lease would tell
+// them apart for every process, at the cost of a second put in every
+// acquire: measured, the acquire's transaction 1.25x a one-put transaction
+// with it.)
 //
 // The term is etcd's: its leader's lease timer ends it and deletes the holder
 // key, never a client's clock. etcd counts whole seconds and has a minimum
@@ -30,7 +35,10 @@
 // transaction that deleted its holder key, or refused before any key took it;
 // if etcd no longer has it (revoked by another client, or this process paused
 // past its term) the put is refused and the acquire takes a new lease.
-// Refused 3 (+ the holder's time to live; the lease stays a spare). A store
+// The acquire's and the release's transactions carry nothing in their
+// failure branch (etcd is slower over one that does; see fence.hpp): a
+// refusal reads the holder and its time to live afterwards, so a refused
+// acquire is 3 round trips with a spare (the lease stays a spare). A store
 // object remembers the leases of the grants it made: renewing one of them is
 // 1 round trip (a keepalive of the grant's own lease, which no other grant
 // shares) and releasing it 1 (a transaction that compares the holder key's
@@ -39,7 +47,8 @@
 // grant, a lease gone): renew 2 (the holder read; the keepalive) or 4 with a
 // new TTL (a new lease swapped in by a transaction comparing the holder's
 // create revision and lease, the old one revoked); release 2 (owner and
-// token compared, the lease read from the deleted key and revoked); read 2.
+// token compared, the lease read from the deleted key and revoked); read 2;
+// a refused release 3.
 // Spares end with their term when nobody reuses them (etcd's timer).
 #pragma once
 
@@ -79,9 +88,7 @@ public:
             auto got = fresh ? fresh_lease(ttl) : lease_for(ttl, seconds);
             if (!got) return failed(got.error());
             g = *got;
-            r = ctx_.txn({detail::create_is(holder, 0)},
-                         {detail::put(holder, owner, g.held.id), detail::put(grant_key(name), owner)}, {detail::get(holder)},
-                         true);
+            r = ctx_.txn({detail::create_is(holder, 0)}, {detail::put(holder, owner, g.held.id)}, {}, true);
             if (r || fresh || !g.unrenewed || r.error().detail().find("lease not found") == std::string::npos) break;
         }
         if (!r) {
@@ -94,7 +101,7 @@ public:
                          std::chrono::nanoseconds{g.term.ttl_ns}, std::chrono::nanoseconds{g.term.expires_ns}};
         }
         keep_spare(seconds, g.held);  // no key took it
-        return refusal(coord::errc::lease_held, r->ranges.empty() ? std::nullopt : r->ranges[0]);
+        return refusal_reading(coord::errc::lease_held, holder);
     }
 
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
@@ -113,15 +120,17 @@ public:
             }
         }
         const std::string holder = holder_key(name);
-        auto r = ctx_.txn({}, {detail::get(holder), detail::get(grant_key(name))}, {}, false);
+        auto r = ctx_.txn({}, {detail::get(holder)}, {}, false);
         if (!r) return failed(r.error());
-        if (r->ranges.size() != 2) return failed(detail::bad("lease renew: two ranges expected"));
+        if (r->ranges.size() != 1) return failed(detail::bad("lease renew: one range expected"));
         const auto& h = r->ranges[0];
-        const auto& g = r->ranges[1];
         const bool holds = h && h->value == owner && (token == 0 || static_cast<fence_token>(h->create_revision) == token);
         if (!holds) {
-            // Our grant's record, and no holder key: its term ended.
-            const bool ours = !h && g && g->value == owner && (token == 0 || static_cast<fence_token>(g->mod_revision) == token);
+            // A grant this store object made and has not released, and no
+            // holder key: its term ended. (Another process's grant whose key
+            // is gone: etcd keeps nothing that tells an ended term from a
+            // release, so not_lease_holder.)
+            const bool ours = !h && recalled(name, owner, token).has_value();
             return refusal(ours ? coord::errc::lease_expired : coord::errc::not_lease_holder, h);
         }
         const fence_token mine = static_cast<fence_token>(h->create_revision);
@@ -169,9 +178,9 @@ public:
         std::vector<std::string> compare;
         if (!exact) compare.push_back(detail::value_is(holder, owner));
         if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
-        auto r = ctx_.txn(compare, {exact ? detail::del(holder) : detail::del_prev(holder)}, {detail::get(holder)}, true);
+        auto r = ctx_.txn(compare, {exact ? detail::del(holder) : detail::del_prev(holder)}, {}, true);
         if (!r) return unexpected(failed(r.error()).error());
-        if (!r->succeeded) return unexpected(refusal(coord::errc::not_lease_holder, r->ranges.empty() ? std::nullopt : r->ranges[0]).error());
+        if (!r->succeeded) return unexpected(refusal_reading(coord::errc::not_lease_holder, holder).error());
         // The key is gone, its lease keyless: this store object's own grant's
         // lease is kept as a spare; another's is revoked.
         const std::int64_t id = exact ? mine->held.id : !r->ranges.empty() && r->ranges[0] ? r->ranges[0]->lease : 0;
@@ -292,7 +301,6 @@ private:
     }
 
     std::string holder_key(std::string_view name) const { return ctx_.key().of("lease", name, "holder"); }
-    std::string grant_key(std::string_view name) const { return ctx_.key().of("lease", name, "grant"); }
 
     std::int64_t current_seconds(std::int64_t id) {
         auto t = ctx_.remaining(id);
@@ -302,6 +310,12 @@ private:
 
     static unexpected<lease_error> failed(const coord::error& e) { return unexpected(lease_error{e, {}, 0, {}}); }
 
+    // A refusal describing the live holder of `holder` (read now: the hot
+    // transactions carry nothing in their failure branch, see fence.hpp).
+    unexpected<lease_error> refusal_reading(coord::errc code, const std::string& holder) {
+        auto r = ctx_.txn({}, {detail::get(holder)}, {}, false);
+        return refusal(code, r && !r->ranges.empty() ? r->ranges[0] : std::nullopt);
+    }
     // A refusal describing the live holder `h` (its term from etcd).
     unexpected<lease_error> refusal(coord::errc code, const std::optional<detail::kv>& h) {
         lease_error e{coord::make_error_code(code), {}, 0, {}};
