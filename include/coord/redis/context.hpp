@@ -97,21 +97,32 @@ public:
     template <class WithIdentity>
     result<reply> checked(pool::call& c, const script& s, std::vector<std::string> more_keys,
                           std::vector<std::string> args, bool writes, bool clocked, WithIdentity&& with_identity) {
-        std::string id = identity();
-        if (id.empty()) {
-            auto r = c.command({"GET", keys_.identity()}, false);
-            if (!r) return unexpected(r.error());
-            if ((*r)->type != REDIS_REPLY_STRING)
-                return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
-            id = std::string(text(r->get()));
-            set_identity(id);
-        }
+        auto id = known_identity(c);
+        if (!id) return unexpected(id.error());
         std::vector<std::string> ks;
         ks.reserve(more_keys.size() + 1);
         ks.push_back(keys_.identity());
         for (auto& k : more_keys) ks.push_back(std::move(k));
-        args.insert(args.begin() + (clocked ? 1 : 0), with_identity(id));
-        auto r = c.eval(s, ks, args, writes);
+        args.insert(args.begin() + (clocked ? 1 : 0), with_identity(*id));
+        return judged(c.eval(s, ks, args, writes));
+    }
+
+    /// The identity this store object works under, read first when not yet
+    /// known (one round trip, only until the store is initialized).
+    result<std::string> known_identity(pool::call& c) {
+        std::string id = identity();
+        if (!id.empty()) return id;
+        auto r = c.command({"GET", keys_.identity()}, false);
+        if (!r) return unexpected(r.error());
+        if ((*r)->type != REDIS_REPLY_STRING)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
+        id = std::string(text(r->get()));
+        set_identity(id);
+        return id;
+    }
+
+    /// A script's answer with its status ('B', 'U', 'C') made the error it names.
+    result<reply> judged(result<reply> r) const {
         if (!r) return r;
         const auto status = (*r)->type == REDIS_REPLY_ARRAY ? element(r->get(), 0) : text(r->get());
         if (status == "B")

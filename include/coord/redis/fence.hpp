@@ -3,8 +3,10 @@
 //
 // Round trips: fence_write 1 (one script: the rule of coord/rules/fence.hpp
 // on the key's record, tokens compared as decimal strings so that every
-// 64-bit token is exact; the identity key read only when the record is
-// missing or was written under another identity); fence_read 1.
+// 64-bit token is exact), 2 when the record is missing or was written under
+// another identity (the first script changes nothing and says so; the
+// second applies the rule with the identity key, whose check needs it
+// declared: the common path declares the fence's key only); fence_read 1.
 // fence_update 2 (read the value and its version, a SHA-1 of the record; fn;
 // a compare-and-set script that writes only when the version is unchanged and
 // the token passes); when another writer got in between, read and fn again
@@ -81,21 +83,27 @@ private:
     result<void, write_error> write(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                     std::string_view value) {
         pool::call c(ctx_.calls());
-        // The record the write leaves when the rule lets it (the script's one
+        // The record the write leaves when the rule lets it (the scripts' one
         // argument): "<identity> <token> <seq>\n<value>".
-        auto r = ctx_.checked(c, scripts::fence_write, {ctx_.key().of("fence", key)}, {}, true, false,
-                              [&](const std::string& id) {
-                                  std::string rec;
-                                  rec.reserve(id.size() + value.size() + 44);
-                                  rec += id;
-                                  rec += ' ';
-                                  rec += std::to_string(token);
-                                  rec += ' ';
-                                  if (seq) rec += std::to_string(*seq);
-                                  rec += '\n';
-                                  rec += value;
-                                  return rec;
-                              });
+        const auto record = [&](const std::string& id) {
+            std::string rec;
+            rec.reserve(id.size() + value.size() + 44);
+            rec += id;
+            rec += ' ';
+            rec += std::to_string(token);
+            rec += ' ';
+            if (seq) rec += std::to_string(*seq);
+            rec += '\n';
+            rec += value;
+            return rec;
+        };
+        auto id = ctx_.known_identity(c);
+        if (!id) return unexpected(write_error{id.error(), 0});
+        const std::string k = ctx_.key().of("fence", key);
+        auto r = ctx_.judged(c.eval(scripts::fence_write, {k}, {record(*id)}, true));
+        // 'M': the record is missing or another identity's; nothing was
+        // done, and the write with the identity check follows.
+        if (r && detail::text(r->get()) == "M") r = ctx_.checked(c, scripts::fence_write_checked, {k}, {}, true, false, record);
         if (!r) return unexpected(write_error{r.error(), 0});
         return answer(r->get());
     }

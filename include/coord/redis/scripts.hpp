@@ -130,41 +130,60 @@ namespace coord::redis::scripts {
 #define COORD_REDIS_LUA_PUT_BACK                                                                        \
     "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
 
-/// KEYS: identity, fence. ARGV: the new record, "<identity> <token> <seq>\n<value>".
-/// 'OK' | 'S<highest>' | 'Q<highest>' | 'U' | 'C' | 'B' (the key holds no fence record)
+#define COORD_REDIS_LUA_FENCE_RULE(K)                                                                  \
+    "if old then\n"                                                                                       \
+    "  local c = ucmp(token, h)\n"                                                                        \
+    "  if c < 0 then redis.call('SET', " K ", old) return 'S' .. h end\n"                                  \
+    "  if c == 0 and q ~= '' then\n"                                                                      \
+    "    if seq == '' then\n"                                                                             \
+    "      redis.call('SET', " K ", id .. ' ' .. token .. ' ' .. q .. '\\n' .. string.sub(rec, at))\n"    \
+    "    elseif ucmp(seq, q) <= 0 then\n"                                                                 \
+    "      redis.call('SET', " K ", old) return 'Q' .. h\n"                                                \
+    "    end\n"                                                                                           \
+    "  end\n"                                                                                             \
+    "end\n"                                                                                               \
+    "return 'OK'\n"
+// The parse of the slow path: the whole new record and the old one.
+#define COORD_REDIS_LUA_FENCE_PARSE(K)                                                                 \
+    "local seq, at, oid, h, q\n"                                                                          \
+    "id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\\n()')\n"                              \
+    "if old then\n"                                                                                       \
+    "  oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\\n')\n"                                       \
+    "  if not h then redis.call('SET', " K ", old) return 'B' end\n"                                     \
+    "end\n"                                                                                               \
+    "if not token then put_back(" K ", old) return 'B' end\n"
+
+/// The write's common path. KEYS: fence (only: the identity key is not
+/// declared, so every fenced write saves a key's cost). ARGV: the new record,
+/// "<identity> <token> <seq>\n<value>". 'OK' | 'S<highest>' | 'Q<highest>' |
+/// 'B' (the key holds no fence record) | 'M': the record is missing or was
+/// written under another identity, nothing was done, and the identity key
+/// must decide: fence_write_checked.
 inline const detail::script fence_write{COORD_REDIS_LUA_WRITES R"LUA(
 local rec = ARGV[1]
-local old = redis.call('SET', KEYS[2], rec, 'GET')
+local old = redis.call('SET', KEYS[1], rec, 'GET')
 local id, token = string.match(rec, '^(%x*) (%d+) ')
 if old and token and string.sub(old, 1, #id + 1) == id .. ' ' then
   local h = string.match(old, '^(%d+) ', #id + 2)
   if h and (#token > #h or (#token == #h and token > h)) then return 'OK' end
 end
-)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK R"LUA(
-local seq, at, oid, h, q
-id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\n()')
-if old then
-  oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\n')
-  if not h then redis.call('SET', KEYS[2], old) return 'B' end
-end
-if not token then put_back(KEYS[2], old) return 'B' end
+)LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[1]") R"LUA(
+if oid ~= id then put_back(KEYS[1], old) return 'M' end
+)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[1]")};
+
+/// The write where the record is missing or was written under another
+/// identity: the whole rule with the identity check. KEYS: identity, fence.
+/// ARGV: the new record. The answers of fence_write, or 'U' | 'C'.
+inline const detail::script fence_write_checked{COORD_REDIS_LUA_WRITES
+    "local rec = ARGV[1]\n"
+    "local old = redis.call('SET', KEYS[2], rec, 'GET')\n"
+    "local id, token\n"
+    COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[2]") R"LUA(
 if oid ~= id then
   local bad = unsafe(KEYS[1], id)
   if bad then put_back(KEYS[2], old) return bad end
 end
-if old then
-  local c = ucmp(token, h)
-  if c < 0 then redis.call('SET', KEYS[2], old) return 'S' .. h end
-  if c == 0 and q ~= '' then
-    if seq == '' then
-      redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. q .. '\n' .. string.sub(rec, at))
-    elseif ucmp(seq, q) <= 0 then
-      redis.call('SET', KEYS[2], old) return 'Q' .. h
-    end
-  end
-end
-return 'OK'
-)LUA"};
+)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[2]")};
 
 /// KEYS: identity, fence. ARGV: identity, '1' for the record's version (a
 /// SHA-1 of the record; '' when there is none). {'OK', highest, written, value, version}
