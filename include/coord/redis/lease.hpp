@@ -79,6 +79,7 @@ public:
             pool::call c(ctx_.calls());
             auto r = c.eval(scripts::lease_release, {lease_key(name)}, with_now({std::string(owner), std::to_string(token)}), true);
             if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
+            if (detail::text(r->get()) == "OK") return {};
             if (detail::text(r->get()) != "W") {
                 auto o = outcome(name, owner, r->get());
                 if (!o) return unexpected(std::move(o.error()));
