@@ -312,6 +312,13 @@ TEST(PostgresProcess, SegmentDrawersSurviveAServerRestartWithoutDuplicates) {
         }));
     std::set<std::uint64_t> seen;
     std::uint64_t v = 0;
+    // Every child has opened its store (the constructor needs the server:
+    // on a loaded machine a child can start late) and drawn an ID.
+    for (auto& child : children) {
+        if (child->read(v)) {
+            EXPECT_TRUE(seen.insert(v).second);
+        }
+    }
     for (int i = 0; i < 200 && children[0]->read(v); ++i) EXPECT_TRUE(seen.insert(v).second);
     restart_server();
     std::uint64_t refusals = 0;
@@ -386,6 +393,9 @@ TEST(PostgresProcess, LedgerWorkersSurviveAServerRestartWithOneEffectPerSlot) {
             return ::write(out, &f, 1) == 1 ? 0 : 4;
         }));
     char c;
+    // Every child has opened its store (the constructor needs the server:
+    // on a loaded machine a child can start late) and finished a slot.
+    for (std::size_t k = 1; k < children.size(); ++k) (void)children[k]->read(c);
     for (int i = 0; i < 30 && children[0]->read(c); ++i) {
     }
     restart_server();
