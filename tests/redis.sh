@@ -49,10 +49,15 @@ install_server() {
 [ "$cmd" = install ] && { install_server; exit 0; }
 
 pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
-alive() {  # a zombie counts as dead
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+alive() {  # every thread gone or a zombie: dead (a killed process's
+  # leader is a zombie while its other threads still exit, holding its
+  # sockets: a restart then finds the port taken)
+  local t st
+  for t in /proc/"$1"/task/*/stat; do
+    st=$(sed 's/.*) //' "$t" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && return 0
+  done
+  return 1
 }
 ping() { [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; }
 
