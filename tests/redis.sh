@@ -25,6 +25,8 @@
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+# shellcheck source=tests/process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
@@ -49,16 +51,6 @@ install_server() {
 [ "$cmd" = install ] && { install_server; exit 0; }
 
 pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
-alive() {  # every thread gone or a zombie: dead (a killed process's
-  # leader is a zombie while its other threads still exit, holding its
-  # sockets: a restart then finds the port taken)
-  local t st
-  for t in /proc/"$1"/task/*/stat; do
-    st=$(sed 's/.*) //' "$t" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && return 0
-  done
-  return 1
-}
 ping() { [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; }
 
 server_start() {

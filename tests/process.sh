@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the server scripts in tests/ (redis.sh, etcd.sh, zookeeper.sh):
+#   alive PID   true while any thread of the process runs. Every thread gone
+#               or a zombie is dead: a killed process's leader is a zombie
+#               while its other threads still exit, holding its sockets, and
+#               a restart then finds the port taken.
+alive() {
+  local t st
+  for t in /proc/"$1"/task/*/stat; do
+    st=$(sed 's/.*) //' "$t" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && return 0
+  done
+  return 1
+}
