@@ -177,15 +177,19 @@ TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().highest, max63 - 1);
     // Lease tokens continue exactly from a last token near the top.
-    // (The record: "<held><w> <last> <start> <ttl>\n<holder>".)
+    // (The record: "<held><w><last: 20 digits> <n>\n<holder> <ttl> <start>".)
+    const auto twenty = [](std::uint64_t v) {
+        const std::string d = std::to_string(v);
+        return std::string(20 - d.size(), '0') + d;
+    };
     ASSERT_TRUE(store->lease_acquire("big", "A", 1h));
-    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "10 " + std::to_string(p62) + " 1 1\nA"}), "OK");
+    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "10" + twenty(p62) + " 1\nA 1 1"}), "OK");
     ASSERT_TRUE(store->lease_release("big", "A", 0));
     auto l = store->lease_acquire("big", "B", 1h);
     ASSERT_TRUE(l);
     EXPECT_EQ(l->token, p62 + 1);
     ASSERT_TRUE(store->lease_release("big", "B", l->token));
-    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "00 " + std::to_string(max63 - 1) + " 0 0\n"}), "OK");
+    EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "00" + twenty(max63 - 1) + " 0\n "}), "OK");
     l = store->lease_acquire("big", "C", 1h);
     ASSERT_TRUE(l);
     EXPECT_EQ(l->token, max63);
@@ -251,6 +255,109 @@ TEST(Redis, ARefusalOrAKeyCoordDidNotWriteLeavesTheKeyAsItWas) {
     ASSERT_FALSE(typed);
     EXPECT_EQ(typed.error(), coord::errc::state_corrupt) << typed.error().code.message();
     EXPECT_EQ(redis_command({"HGET", lease_key, "last"}), "5");
+}
+
+// The common paths decide from two string comparisons (fence, acquire) or a
+// find (release) instead of a parse: records they must not pass go to the
+// whole rule. Records are planted as the layout has them (scripts.hpp).
+TEST(Redis, TheCommonPathsPassOnlyTheRecordsTheWholeRuleWould) {
+    auto store = fresh_store();
+    const auto twenty = [](std::uint64_t v) {
+        const std::string d = std::to_string(v);
+        return std::string(20 - d.size(), '0') + d;
+    };
+    const std::string id = *store->server_identity();
+    ASSERT_EQ(id.size(), 32u);
+    const std::string fence_key = store->key_tag() + "fence:f";
+    // A record of this identity with a higher token, of an identity that
+    // sorts below this one and of one that sorts above it (the identity key
+    // is this store's: the whole rule judges each by its token).
+    for (const std::string& owner_id : {id, std::string(32, '0'), std::string(32, 'f')}) {
+        const std::string planted = owner_id + twenty(50) + " \nplanted";
+        EXPECT_EQ(redis_command({"SET", fence_key, planted}), "OK");
+        auto w = store->fence_write("f", 49, "lower");
+        ASSERT_FALSE(w) << owner_id;
+        EXPECT_EQ(w.error(), coord::errc::stale_fence);
+        EXPECT_EQ(w.error().highest, 50u);
+        EXPECT_EQ(redis_command({"GET", fence_key}), planted);
+        // Equal tokens with a sequence: the whole rule, never the common path.
+        EXPECT_EQ(redis_command({"SET", fence_key, owner_id + twenty(50) + " 7\nplanted"}), "OK");
+        EXPECT_EQ(store->fence_write("f", 50, 7, "same").error(), coord::errc::stale_sequence) << owner_id;
+        EXPECT_EQ(store->fence_write("f", 50, 6, "lower").error(), coord::errc::stale_sequence) << owner_id;
+        EXPECT_TRUE(store->fence_write("f", 50, 8, "next")) << owner_id;
+        EXPECT_TRUE(store->fence_write("f", 51, "above")) << owner_id;
+        EXPECT_EQ(store->fence_read("f")->value, "above");
+        EXPECT_EQ(store->fence_read("f")->fence, 51u);
+    }
+    // A token whose digits are a prefix of the other's (1 and 10): widths are fixed.
+    ASSERT_TRUE(store->fence_write("g", 10, "ten"));
+    EXPECT_EQ(store->fence_write("g", 1, "one").error(), coord::errc::stale_fence);
+    EXPECT_TRUE(store->fence_write("g", 11, "eleven"));
+    // An identity key of another shape is refused, not used.
+    {
+        auto odd = fresh_store();
+        EXPECT_EQ(redis_command({"SET", odd->key_tag() + "identity", "not-hex"}), "OK");
+        coord::redis::store reopened{redis_url(), {}, odd->opts()};
+        auto f = reopened.fence_write("k", 1, "v");
+        ASSERT_FALSE(f);
+        EXPECT_EQ(f.error(), coord::errc::state_corrupt) << f.error().code.message();
+    }
+
+    // Leases: the release's record must be the holder's exactly: an owner
+    // that is a prefix of the holder, the holder a prefix of the owner, a
+    // holder with a newline and what looks like a term in it, a token whose
+    // digits are a prefix of the holder's.
+    auto l = store->lease_acquire("n", "AB", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(store->lease_release("n", "A", l->token).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_release("n", "ABC", l->token).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_release("n", "", l->token).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_release("n", "AB", l->token / 10).error(), coord::errc::not_lease_holder);
+    ASSERT_TRUE(store->lease_release("n", "AB", l->token));
+    const std::string tricky = "A 1 2\n3 B ";
+    l = store->lease_acquire("n", tricky, 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(store->lease_read("n")->value().owner, tricky);
+    EXPECT_EQ(store->lease_release("n", "A", l->token).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_release("n", "3 B ", l->token).error(), coord::errc::not_lease_holder);
+    ASSERT_TRUE(store->lease_release("n", tricky, l->token));
+    EXPECT_FALSE(*store->lease_read("n"));
+    // A holder that holds another release's whole argument (token 5, owner "A").
+    const std::string inside = "0" + twenty(5) + " 1\nA ";
+    l = store->lease_acquire("n", inside, 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(store->lease_release("n", "A", 5).error(), coord::errc::not_lease_holder);
+    EXPECT_EQ(store->lease_read("n")->value().owner, inside);
+    ASSERT_TRUE(store->lease_release("n", inside, l->token));
+    // An acquire over a released record whose last token is above the
+    // server's clock, and over one that someone joined the line of (w '1'):
+    // the whole rule, tokens continuing from the record.
+    const std::string lease_key = store->key_tag() + "lease:n";
+    const std::uint64_t ahead = 9'000'000'000'000'000'000ULL;
+    EXPECT_EQ(redis_command({"SET", lease_key, "00" + twenty(ahead) + " 0\n "}), "OK");
+    l = store->lease_acquire("n", "C", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->token, ahead + 1);
+    ASSERT_TRUE(store->lease_release("n", "C", l->token));
+    EXPECT_EQ(redis_command({"SET", lease_key, "01" + twenty(ahead + 5) + " 0\n "}), "OK");
+    l = store->lease_acquire("n", "D", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->token, ahead + 6);
+    // Keys that sort below every record: not a lease, nothing changed.
+    for (const std::string low : {"0", "00", "0 1"}) {
+        EXPECT_EQ(redis_command({"SET", lease_key, low}), "OK");
+        auto g = store->lease_acquire("n", "G", 1h);
+        ASSERT_FALSE(g) << low;
+        EXPECT_EQ(g.error(), coord::errc::state_corrupt) << low;
+        EXPECT_EQ(redis_command({"GET", lease_key}), low);
+    }
+    // A held record is never granted over, whatever its token.
+    EXPECT_EQ(redis_command({"SET", lease_key, "10" + twenty(1) + " 1\nE 3600000000000 " + std::to_string(l->expires_at.count())}), "OK");
+    auto held = store->lease_acquire("n", "F", 1h);
+    ASSERT_FALSE(held);
+    EXPECT_EQ(held.error(), coord::errc::lease_held);
+    EXPECT_EQ(held.error().holder, "E");
+    EXPECT_EQ(held.error().token, 1u);
 }
 
 TEST(Redis, ScriptsAreLoadedAgainAfterTheServerForgetsThem) {

@@ -219,6 +219,22 @@ inline std::size_t elements(const redisReply* r) noexcept {
 }
 
 /// A decimal the engine wrote (unsigned): nullopt when it is not one.
+/// A token as the fence and lease records keep it: 20 decimal digits, zeros
+/// in front (every 64-bit value fits; equal widths compare as numbers).
+inline void append_token_digits(std::string& out, std::uint64_t v) {
+    char buf[20];
+    for (int i = 19; i >= 0; --i) {
+        buf[i] = static_cast<char>('0' + v % 10);
+        v /= 10;
+    }
+    out.append(buf, sizeof buf);
+}
+inline std::string token_digits(std::uint64_t v) {
+    std::string s;
+    append_token_digits(s, v);
+    return s;
+}
+
 inline std::optional<std::uint64_t> u64_of(std::string_view s) noexcept {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);

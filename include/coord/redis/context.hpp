@@ -117,8 +117,22 @@ public:
         if ((*r)->type != REDIS_REPLY_STRING)
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
         id = std::string(text(r->get()));
+        if (!well_formed_identity(id))
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           "the identity key of the Redis store at " + calls_.url() + " (" + keys_.tag() +
+                                               ") holds a value coord did not write (an identity is 32 hex digits)"));
         set_identity(id);
         return id;
+    }
+
+    /// An identity as initialize() writes it: 32 lowercase hex digits. The
+    /// fence record's layout depends on that length (scripts.hpp), so an
+    /// identity key holding anything else is never used.
+    static bool well_formed_identity(std::string_view id) noexcept {
+        if (id.size() != 32) return false;
+        for (char ch : id)
+            if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+        return true;
     }
 
     /// A script's answer with its status ('B', 'U', 'C') made the error it names.

@@ -2,8 +2,8 @@
 // coord/redis/fence.hpp: fence_store and fence_update_store on Redis.
 //
 // Round trips: fence_write 1 (one script: the rule of coord/rules/fence.hpp
-// on the key's record, tokens compared as decimal strings so that every
-// 64-bit token is exact), 2 when the record is missing or was written under
+// on the key's record, tokens kept as 20 decimal digits so that every 64-bit
+// token is exact and two comparisons decide the common case), 2 when the record is missing or was written under
 // another identity (the first script changes nothing and says so; the
 // second applies the rule with the identity key, whose check needs it
 // declared: the common path declares the fence's key only); fence_read 1.
@@ -49,7 +49,7 @@ public:
     template <class F>
     result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
         const std::string k = ctx_.key().of("fence", key);
-        const std::string t = std::to_string(token);
+        const std::string t = detail::token_digits(token);
         for (;;) {
             pool::call c(ctx_.calls());
             auto r = ctx_.checked(c, scripts::fence_read, {k}, {"1"}, false);
@@ -84,13 +84,12 @@ private:
                                     std::string_view value) {
         pool::call c(ctx_.calls());
         // The record the write leaves when the rule lets it (the scripts' one
-        // argument): "<identity> <token> <seq>\n<value>".
+        // argument): "<identity><token: 20 digits> <seq>\n<value>".
         const auto record = [&](const std::string& id) {
             std::string rec;
             rec.reserve(id.size() + value.size() + 44);
             rec += id;
-            rec += ' ';
-            rec += std::to_string(token);
+            detail::append_token_digits(rec, token);
             rec += ' ';
             if (seq) rec += std::to_string(*seq);
             rec += '\n';

@@ -43,10 +43,15 @@ public:
     explicit lease_adapter(detail::context<Clock>& ctx) noexcept : ctx_(ctx) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
-        std::string term_owner = detail::ns_arg(ttl.count());
-        term_owner += '\n';
-        term_owner += owner;
-        std::vector<std::string> args{std::move(term_owner)};
+        // The record's middle: " <n>\n<owner> <ttl> ".
+        std::string middle = " ";
+        middle += std::to_string(owner.size());
+        middle += '\n';
+        middle += owner;
+        middle += ' ';
+        middle += detail::ns_arg(ttl.count());
+        middle += ' ';
+        std::vector<std::string> args{std::move(middle)};
         std::string sent = ctx_.now();
         if (!sent.empty()) args.push_back(sent);
         pool::call c(ctx_.calls());
@@ -76,8 +81,16 @@ public:
             // One command when nobody joined the name's line since its last
             // release; 'W' (nothing done): someone did, so the release that
             // reads the line follows.
+            // The holder's record from its second byte: "0<token> <n>\n<owner> ".
+            std::string held = "0";
+            detail::append_token_digits(held, token);
+            held += ' ';
+            held += std::to_string(owner.size());
+            held += '\n';
+            held += owner;
+            held += ' ';
             pool::call c(ctx_.calls());
-            auto r = c.eval(scripts::lease_release, {lease_key(name)}, with_now({std::string(owner), std::to_string(token)}), true);
+            auto r = c.eval(scripts::lease_release, {lease_key(name)}, with_now({std::move(held)}), true);
             if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
             if (detail::text(r->get()) == "OK") return {};
             if (detail::text(r->get()) != "W") {

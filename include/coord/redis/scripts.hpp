@@ -8,6 +8,8 @@
 // (compared by length, then bytes) and added digit-group by digit-group
 // (`uadd`, `add` saturating at 2^63-1, as add_saturated does in C++); segment
 // counters are advanced by INCRBY, which the server does in 64-bit integers.
+// The fence and lease records keep their tokens as 20 digits (zeros in
+// front), so that their common paths compare records without parsing them.
 // Only small counts (attempts, tickets, positions) are Lua numbers.
 //
 // Time. `clock(ARGV)` is the server's TIME (microseconds, as nanoseconds)
@@ -115,20 +117,39 @@ namespace coord::redis::scripts {
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_UNSAFE
 
 // ---------------------------------------------------------------- fence
-// The fence record is one string: "<identity> <highest> <seq>\n<value>"
-// (seq '' when the last write under `highest` had none; a record exists only
-// once a write was accepted). It carries the identity it was written under,
-// so that a write finding its own identity in the record needs no read of the
-// identity key: a record that is missing, or was written under another
-// identity, sends the script to the identity key (data lost, or initialized
-// again). Writes are optimistic: the script replaces the record with
-// SET ... GET (one command on the common path) and, when the rule refuses,
-// puts the old record back before it answers. Both happen inside the one
-// script, so no other client ever sees the refused write.
+// The fence record is one string: "<identity><highest> <seq>\n<value>": the
+// identity it was written under (32 hex digits, the only shape the client
+// accepts from the identity key), the highest token as 20 digits (zeros in
+// front: every 64-bit token fits), and seq ('' when the last write under
+// `highest` had none; a record exists only once a write was accepted).
+//
+// The fixed widths make the common path two string comparisons and no
+// parse. With p = "<identity><new token>" (the new record's first 52 bytes)
+// and i = "<identity>" (its first 32), the old record passes when
+// i < old < p: old > i holds for records of this identity (and of larger
+// ones), old < p for an older token of this identity (and for smaller
+// identities), so both hold exactly when old carries this identity and a
+// token below the new one (an equal token makes old the longer: not below p).
+// Lua compares strings with strcoll: the bytes that decide are hex digits,
+// ordered as bytes in every locale; where they are all equal, a tie sends the
+// write to the whole rule, which is the safe side.
+//
+// Everything else takes the whole rule in the same script: a record missing
+// or written under another identity sends the script to the identity key
+// (data lost, or initialized again). Writes are optimistic: the script
+// replaces the record with SET ... GET (one command on the common path) and,
+// when the rule refuses, puts the old record back before it answers. Both
+// happen inside the one script, so no other client ever sees the refused write.
 
 // A write-first script's way back: the key as it was before its SET ... GET.
 #define COORD_REDIS_LUA_PUT_BACK                                                                        \
     "local function put_back(k, old) if old then redis.call('SET', k, old) else redis.call('DEL', k) end end\n"
+
+// The record's head as a pattern: identity and token captured.
+#define COORD_REDIS_LUA_X8 "%x%x%x%x%x%x%x%x"
+#define COORD_REDIS_LUA_D10 "%d%d%d%d%d%d%d%d%d%d"
+#define COORD_REDIS_LUA_FENCE_HEAD \
+    "^(" COORD_REDIS_LUA_X8 COORD_REDIS_LUA_X8 COORD_REDIS_LUA_X8 COORD_REDIS_LUA_X8 ")(" COORD_REDIS_LUA_D10 COORD_REDIS_LUA_D10 ")"
 
 #define COORD_REDIS_LUA_FENCE_RULE(K)                                                                  \
     "if old then\n"                                                                                       \
@@ -136,36 +157,36 @@ namespace coord::redis::scripts {
     "  if c < 0 then redis.call('SET', " K ", old) return 'S' .. h end\n"                                  \
     "  if c == 0 and q ~= '' then\n"                                                                      \
     "    if seq == '' then\n"                                                                             \
-    "      redis.call('SET', " K ", id .. ' ' .. token .. ' ' .. q .. '\\n' .. string.sub(rec, at))\n"    \
+    "      redis.call('SET', " K ", string.sub(rec, 1, 52) .. ' ' .. q .. '\\n' .. string.sub(rec, at))\n" \
     "    elseif ucmp(seq, q) <= 0 then\n"                                                                 \
     "      redis.call('SET', " K ", old) return 'Q' .. h\n"                                                \
     "    end\n"                                                                                           \
     "  end\n"                                                                                             \
     "end\n"                                                                                               \
     "return 'OK'\n"
-// The parse of the slow path: the whole new record and the old one.
+// The parse of the whole rule: the new record and the old one (tokens of
+// 20 digits each, so ucmp compares them as numbers).
 #define COORD_REDIS_LUA_FENCE_PARSE(K)                                                                 \
-    "local seq, at, oid, h, q\n"                                                                          \
-    "id, token, seq, at = string.match(rec, '^(%x*) (%d+) (%d*)\\n()')\n"                              \
+    "local id, token, seq, at, oid, h, q\n"                                                               \
+    "id, token, seq, at = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " (%d*)\\n()')\n"              \
     "if old then\n"                                                                                       \
-    "  oid, h, q = string.match(old, '^(%x*) (%d+) (%d*)\\n')\n"                                       \
+    "  oid, h, q = string.match(old, '" COORD_REDIS_LUA_FENCE_HEAD " (%d*)\\n')\n"                       \
     "  if not h then redis.call('SET', " K ", old) return 'B' end\n"                                     \
     "end\n"                                                                                               \
     "if not token then put_back(" K ", old) return 'B' end\n"
 
 /// The write's common path. KEYS: fence (only: the identity key is not
 /// declared, so every fenced write saves a key's cost). ARGV: the new record,
-/// "<identity> <token> <seq>\n<value>". 'OK' | 'S<highest>' | 'Q<highest>' |
-/// 'B' (the key holds no fence record) | 'M': the record is missing or was
-/// written under another identity, nothing was done, and the identity key
-/// must decide: fence_write_checked.
+/// "<identity><token: 20 digits> <seq>\n<value>". 'OK' | 'S<highest>' |
+/// 'Q<highest>' | 'B' (the key holds no fence record) | 'M': the record is
+/// missing or was written under another identity, nothing was done, and the
+/// identity key must decide: fence_write_checked.
 inline const detail::script fence_write{COORD_REDIS_LUA_WRITES R"LUA(
 local rec = ARGV[1]
 local old = redis.call('SET', KEYS[1], rec, 'GET')
-local id, token = string.match(rec, '^(%x*) (%d+) ')
-if old and token and string.sub(old, 1, #id + 1) == id .. ' ' then
-  local h = string.match(old, '^(%d+) ', #id + 2)
-  if h and (#token > #h or (#token == #h and token > h)) then return 'OK' end
+if old then
+  local p = string.sub(rec, 1, 52)
+  if old < p and old > string.sub(p, 1, 32) then return 'OK' end
 end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[1]") R"LUA(
 if oid ~= id then put_back(KEYS[1], old) return 'M' end
@@ -177,7 +198,6 @@ if oid ~= id then put_back(KEYS[1], old) return 'M' end
 inline const detail::script fence_write_checked{COORD_REDIS_LUA_WRITES
     "local rec = ARGV[1]\n"
     "local old = redis.call('SET', KEYS[2], rec, 'GET')\n"
-    "local id, token\n"
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[2]") R"LUA(
 if oid ~= id then
   local bad = unsafe(KEYS[1], id)
@@ -187,46 +207,47 @@ end
 
 /// KEYS: identity, fence. ARGV: identity, '1' for the record's version (a
 /// SHA-1 of the record; '' when there is none). {'OK', highest, written, value, version}
-inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE R"LUA(local rec = redis.call('GET', KEYS[2])
-local oid, h, at
-if rec then
-  oid, h, at = string.match(rec, '^(%x*) (%d+) %d*\n()')
-  if not h then return {'B'} end
-end
-if oid ~= ARGV[1] then local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end end
+inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE "local rec = redis.call('GET', KEYS[2])\n"
+    "local oid, h, at\n"
+    "if rec then\n"
+    "  oid, h, at = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " %d*\\n()')\n"
+    "  if not h then return {'B'} end\n"
+    "end\n" R"LUA(if oid ~= ARGV[1] then local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end end
 if not rec then return {'OK', '0', '0', '', ''} end
 local version = '' if ARGV[2] == '1' then version = redis.sha1hex(rec) end
 return {'OK', h, '1', string.sub(rec, at), version}
 )LUA"};
 
 /// The write of a fence_update: a compare-and-set on the version read.
-/// ARGV: identity, token, version read, value. 'OK' | 'S<highest>' | 'R' (changed: read again) | 'U' | 'C' | 'B'
+/// ARGV: identity, token (20 digits), version read, value.
+/// 'OK' | 'S<highest>' | 'R' (changed: read again) | 'U' | 'C' | 'B'
 inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE R"LUA(
 local id, token = ARGV[1], ARGV[2]
 local rec = redis.call('GET', KEYS[2])
 local oid, h, q
 if rec then
-  oid, h, q = string.match(rec, '^(%x*) (%d+) (%d*)\n')
-  if not h then return 'B' end
+)LUA" "  oid, h, q = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " (%d*)\\n')\n" R"LUA(  if not h then return 'B' end
 end
 if oid ~= id then local bad = unsafe(KEYS[1], id) if bad then return bad end end
 if rec and ucmp(token, h) < 0 then return 'S' .. h end
 local version = '' if rec then version = redis.sha1hex(rec) end
 if version ~= ARGV[3] then return 'R' end
 local keep = '' if rec and token == h then keep = q end
-redis.call('SET', KEYS[2], id .. ' ' .. token .. ' ' .. keep .. '\n' .. ARGV[4])
+redis.call('SET', KEYS[2], id .. token .. ' ' .. keep .. '\n' .. ARGV[4])
 return 'OK'
 )LUA"};
 
 // ---------------------------------------------------------------- leases
-// The lease record is one string: "<held><w> <last> <start> <ttl>\n<holder>":
-// held '1' or '0', w (below), the last token granted (the holder's token
-// while held), and the term's start and length in ns (it ends at start + ttl,
-// saturated at 2^63-1). w '0': nobody joined the line since a release found
-// it empty (enqueue sets '1'; a release that finds the line empty sets '0'),
-// so a release with w '0' has no one to wake and leaves the line unread; a
-// missing record counts as '1'. The line is a sorted set of tickets and a hash (t last
-// ticket, u:<t> until, o:<t> who).
+// The lease record is one string: "<held><w><last> <n>\n<holder> <ttl> <start>"
+// while held, "<held><w><last> <n>\n<holder> " when not: held '1' or '0', w
+// (below), the last token granted as 20 digits (zeros in front; the holder's
+// token while held), the holder's length n and the holder (the last one's,
+// or '', when not held), and the term's length and start in ns (it ends at
+// start + ttl, saturated at 2^63-1). w '0': nobody joined the line since a
+// release found it empty (enqueue sets '1'; a release that finds the line
+// empty sets '0'), so a release with w '0' has no one to wake and leaves the
+// line unread; a missing record counts as '1'. The line is a sorted set of
+// tickets and a hash (t last ticket, u:<t> until, o:<t> who).
 // Answers: 'CODE token ttl start now ahead\nholder' (token and term of the
 // live holder, else 0; the holder '' on a grant: the caller's owner); codes
 // OK, H held, N not the holder, X expired, L the place lapsed; 'B' the key
@@ -234,7 +255,12 @@ return 'OK'
 // The acquire and the release write first: SET ... GET puts the record as it
 // is on the common path (the name released, nobody in line since, the
 // server's clock ahead of the last token; a release by the holder with its
-// token) and answers when the old record shows that path was right.
+// token) and answers when the old record shows that path was right, which
+// the layout lets them see without a parse: a released record with an older
+// token lies between "00" and "00<new token>" (the bytes that decide are
+// digits: the same order in every locale, as for the fence), and the
+// holder's record starts with "1" and holds "0<token> <n>\n<holder> " from
+// its second byte (a plain find: bytes, not collation).
 // Otherwise the script puts the old record back and applies the whole rule,
 // still inside the one script: no other client sees the first write. The
 // helpers of the whole rule are made only on that path (Lua makes a
@@ -244,15 +270,25 @@ return 'OK'
     "local function lease_of(rec, now)\n"                                                                  \
     "  local s = {last = '0', held = false, start = '0', ttl = '0', w = '1', holder = ''}\n"               \
     "  if rec then\n"                                                                                      \
-    "    local held, w, last, start, ttl, at = string.match(rec, '^([01])([01]) (%d+) (%d+) (%d+)\\n()')\n" \
+    "    local held, w, last, n, at = string.match(rec, '^([01])([01])(" COORD_REDIS_LUA_D10 COORD_REDIS_LUA_D10 ") (%d+)\\n()')\n" \
     "    if not last then return nil end\n"                                                                \
-    "    s.last, s.held, s.start, s.ttl, s.w, s.holder = last, held == '1', start, ttl, w, string.sub(rec, at)\n" \
+    "    n = tonumber(n)\n"                                                                                \
+    "    if #rec < at + n then return nil end\n"                                                           \
+    "    local tail, ttl, start = string.sub(rec, at + n), '0', '0'\n"                                     \
+    "    if held == '1' then\n"                                                                            \
+    "      ttl, start = string.match(tail, '^ (%d+) (%d+)$')\n"                                             \
+    "      if not ttl then return nil end\n"                                                               \
+    "    elseif tail ~= ' ' then return nil end\n"                                                         \
+    "    s.last, s.held, s.start, s.ttl, s.w = string.match(last, '^0*(%d+)$'), held == '1', start, ttl, w\n" \
+    "    s.holder = string.sub(rec, at, at + n - 1)\n"                                                     \
     "  end\n"                                                                                              \
     "  s.live = now and s.held and ucmp(now, add(s.start, s.ttl)) < 0\n"                                   \
     "  return s\n"                                                                                         \
     "end\n"                                                                                                \
     "local function lease_rec(last, held, start, ttl, w, holder)\n"                                        \
-    "  return held .. w .. ' ' .. last .. ' ' .. start .. ' ' .. ttl .. '\\n' .. holder\n"                \
+    "  local r = held .. w .. string.rep('0', 20 - #last) .. last .. ' ' .. #holder .. '\\n' .. holder .. ' '\n" \
+    "  if held == '1' then return r .. ttl .. ' ' .. start end\n"                                          \
+    "  return r\n"                                                                                         \
     "end\n"                                                                                                \
     "local function answer(code, s, now, ahead)\n"                                                         \
     "  if s.live then\n"                                                                                   \
@@ -296,31 +332,38 @@ return 'OK'
     "end\n"
 
 
-/// KEYS: lease. ARGV: "<ttl>\n<owner>" (one argument: every argument costs
-/// the server as much as a few string operations), then a test clock's
-/// reading (without it the server's TIME). A grant on the common path answers
-/// its token alone (bare digits): the term starts at the reading sent, or at
-/// token * 1000 ns (TIME), and is as long as asked; every other outcome is a
-/// full answer.
+/// KEYS: lease. ARGV: " <n>\n<owner> <ttl> " (the record's middle: one
+/// argument, as every argument costs the server as much as a few string
+/// operations), then a test clock's reading (without it the server's TIME).
+/// A grant on the common path answers its token alone (digits): the term
+/// starts at the reading sent, or at token * 1000 ns (TIME), and is as long
+/// as asked; every other outcome is a full answer.
 inline const detail::script lease_acquire{COORD_REDIS_LUA_WRITES R"LUA(
-local t, now, rec = '0', ARGV[2]
+local t, now = '0', ARGV[2]
 if now then
   if #now > 3 then t = string.sub(now, 1, -4) end
-  rec = '10 ' .. t .. ' ' .. now .. ' ' .. ARGV[1]
+  t = string.rep('0', 20 - #t) .. t
 else
   local c = redis.call('TIME')
-  if #c[2] == 6 then t = c[1] .. c[2] else t = c[1] .. string.sub('00000' .. c[2], -6) end
-  rec = '10 ' .. t .. ' ' .. t .. '000 ' .. ARGV[1]
+  local sec, us = c[1], c[2]
+  if #sec == 10 and #us == 6 then
+    t = '0000' .. sec .. us
+  else
+    us = string.sub('00000' .. us, -6)
+    t = string.rep('0', 14 - #sec) .. sec .. us
+  end
+  now = sec .. us .. '000'
 end
-local old = redis.call('SET', KEYS[1], rec, 'GET')
-if old then
-  local last = string.match(old, '^00 (%d+) 0 0\n$')
-  if last and (#t > #last or (#t == #last and t > last)) then return t end
-end
+local old = redis.call('SET', KEYS[1], '10' .. t .. ARGV[1] .. now, 'GET')
+if old and old > '00' and old < '00' .. t then return t end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
 put_back(KEYS[1], old)
-now = now or t .. '000'
-local ttl, owner = string.match(ARGV[1], '^(%d+)\n(.*)$')
+local n, at = string.match(ARGV[1], '^ (%d+)\n()')
+local owner, ttl
+if n then
+  owner = string.sub(ARGV[1], at, at + tonumber(n) - 1)
+  ttl = string.match(ARGV[1], '^ (%d+) $', at + tonumber(n))
+end
 if not ttl then return redis.error_reply('coord: malformed lease_acquire argument') end
 local s = lease_of(old, now)
 if not s then return 'B' end
@@ -340,20 +383,23 @@ redis.call('SET', KEYS[1], lease_rec(s.last, '1', now, ttl, s.w, s.holder))
 return 'OK ' .. s.last .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\n'
 )LUA"};
 
-/// A release by a token (not '0'). KEYS: lease. ARGV: owner, token[, now].
+/// A release by a token (not '0'). KEYS: lease. ARGV: "0<token> <n>\n<owner> "
+/// (the holder's record from its second byte: token as 20 digits, the
+/// owner's length, the owner), then a test clock's reading.
 /// 'OK' | a refusal | 'W': the holder's, but someone joined the line since
 /// the last release: nothing done, release with lease_release_line (which
 /// wakes the first waiter).
 inline const detail::script lease_release{COORD_REDIS_LUA_WRITES R"LUA(
-local owner, token = ARGV[1], ARGV[2]
-local old = redis.call('SET', KEYS[1], '00 ' .. token .. ' 0 0\n', 'GET')
-if old then
-  local last, holder = string.match(old, '^10 (%d+) %d+ %d+\n(.*)$')
-  if last == token and holder == owner then return 'OK' end
-end
+local e = ARGV[1]
+local old = redis.call('SET', KEYS[1], '0' .. e, 'GET')
+if old and old > '1' and old < '2' and string.find(old, e, 2, true) == 2 then return 'OK' end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
 put_back(KEYS[1], old)
-local now = clock(ARGV[3] or '')
+local token, n, at = string.match(e, '^0(%d+) (%d+)\n()')
+if not token then return redis.error_reply('coord: malformed lease_release argument') end
+token = string.match(token, '^0*(%d+)$')
+local owner = string.sub(e, at, at + tonumber(n) - 1)
+local now = clock(ARGV[2] or '')
 local s = lease_of(old, now)
 if not s then return 'B' end
 if holds(s, owner, token) then return 'W' end

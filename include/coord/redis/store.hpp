@@ -120,7 +120,9 @@ public:
                               "coord: the server at " + base::pool_.url() + " is not Redis 7.0 or later");
         auto id = c.command({"GET", base::context_.key().identity()}, false);
         if (!id) throw store_error(id.error(), "coord: Redis at " + base::pool_.url() + ": " + id.error().detail());
-        if ((*id)->type == REDIS_REPLY_STRING) base::context_.set_identity(std::string(detail::text(id->get())));
+        // An identity key of another shape is left to known_identity, which refuses it.
+        if ((*id)->type == REDIS_REPLY_STRING && base::context_.well_formed_identity(detail::text(id->get())))
+            base::context_.set_identity(std::string(detail::text(id->get())));
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
