@@ -289,10 +289,24 @@ TEST(Redis, TheCommonPathsPassOnlyTheRecordsTheWholeRuleWould) {
         EXPECT_EQ(store->fence_read("f")->value, "above");
         EXPECT_EQ(store->fence_read("f")->fence, 51u);
     }
-    // A token whose digits are a prefix of the other's (1 and 10): widths are fixed.
+    // A token whose digits are a prefix of the other's (1 and 10): widths are
+    // fixed. Tokens from 10^19 (a first digit that is not 0) on both sides.
     ASSERT_TRUE(store->fence_write("g", 10, "ten"));
     EXPECT_EQ(store->fence_write("g", 1, "one").error(), coord::errc::stale_fence);
     EXPECT_TRUE(store->fence_write("g", 11, "eleven"));
+    const std::uint64_t e19 = 10'000'000'000'000'000'000ULL;
+    EXPECT_TRUE(store->fence_write("g", e19 + 1, "e19+1"));
+    EXPECT_EQ(store->fence_write("g", e19, "e19").error(), coord::errc::stale_fence);
+    EXPECT_EQ(store->fence_write("g", 12, "twelve").error(), coord::errc::stale_fence);
+    EXPECT_TRUE(store->fence_write("g", e19 + 2, "e19+2"));
+    EXPECT_EQ(store->fence_read("g")->value, "e19+2");
+    // Records of the earlier layout (a space between identity and token, and
+    // in the lease's head) are not records: refused, never overwritten.
+    const std::string legacy_fence = id + " 1000 \nold";
+    EXPECT_EQ(redis_command({"SET", fence_key, legacy_fence}), "OK");
+    EXPECT_EQ(store->fence_write("f", 5, "x").error(), coord::errc::state_corrupt);
+    EXPECT_EQ(store->fence_write("f", 5000, "x").error(), coord::errc::state_corrupt);
+    EXPECT_EQ(redis_command({"GET", fence_key}), legacy_fence);
     // An identity key of another shape is refused, not used.
     {
         auto odd = fresh_store();
@@ -343,8 +357,12 @@ TEST(Redis, TheCommonPathsPassOnlyTheRecordsTheWholeRuleWould) {
     l = store->lease_acquire("n", "D", 1h);
     ASSERT_TRUE(l);
     EXPECT_EQ(l->token, ahead + 6);
-    // Keys that sort below every record: not a lease, nothing changed.
-    for (const std::string low : {"0", "00", "0 1"}) {
+    // Keys that sort below every record, and records of the earlier layout
+    // (released, and held by "A" with token 42): not a lease, nothing changed.
+    EXPECT_EQ(redis_command({"SET", lease_key, "10 42 1 1\nA"}), "OK");
+    EXPECT_EQ(store->lease_release("n", "A", 42).error(), coord::errc::state_corrupt);
+    EXPECT_EQ(redis_command({"GET", lease_key}), "10 42 1 1\nA");
+    for (const std::string low : {"0", "00", "0 1", "000", "00 42 0 0\n"}) {
         EXPECT_EQ(redis_command({"SET", lease_key, low}), "OK");
         auto g = store->lease_acquire("n", "G", 1h);
         ASSERT_FALSE(g) << low;

@@ -125,11 +125,16 @@ namespace coord::redis::scripts {
 //
 // The fixed widths make the common path two string comparisons and no
 // parse. With p = "<identity><new token>" (the new record's first 52 bytes)
-// and i = "<identity>" (its first 32), the old record passes when
-// i < old < p: old > i holds for records of this identity (and of larger
-// ones), old < p for an older token of this identity (and for smaller
-// identities), so both hold exactly when old carries this identity and a
-// token below the new one (an equal token makes old the longer: not below p).
+// and i = its first 33 (the identity and the token's first digit), the old
+// record passes when i < old < p: old > i holds for records of this identity
+// whose token's first digit is at least the new one's (and for larger
+// identities), old < p for an older token of this identity (and for smaller
+// identities), so both hold only when old carries this identity and a token
+// below the new one (an equal token makes old the longer: not below p). The
+// digit in i keeps out a record of the earlier layout ("<identity> <token>
+// ...": a space where the digits start), which the whole rule then refuses
+// as not a record; a record with a smaller first digit just takes the whole
+// rule.
 // Lua compares strings with strcoll: the bytes that decide are hex digits,
 // ordered as bytes in every locale; where they are all equal, a tie sends the
 // write to the whole rule, which is the safe side.
@@ -186,7 +191,7 @@ local rec = ARGV[1]
 local old = redis.call('SET', KEYS[1], rec, 'GET')
 if old then
   local p = string.sub(rec, 1, 52)
-  if old < p and old > string.sub(p, 1, 32) then return 'OK' end
+  if old < p and old > string.sub(p, 1, 33) then return 'OK' end
 end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[1]") R"LUA(
 if oid ~= id then put_back(KEYS[1], old) return 'M' end
@@ -257,7 +262,9 @@ return 'OK'
 // server's clock ahead of the last token; a release by the holder with its
 // token) and answers when the old record shows that path was right, which
 // the layout lets them see without a parse: a released record with an older
-// token lies between "00" and "00<new token>" (the bytes that decide are
+// token lies between "000" and "00<new token>" (the third byte keeps out the
+// earlier layout, "00 <token> ...", and a last token of 10^19 or more just
+// takes the whole rule; the bytes that decide are
 // digits: the same order in every locale, as for the fence), and the
 // holder's record starts with "1" and holds "0<token> <n>\n<holder> " from
 // its second byte (a plain find: bytes, not collation).
@@ -355,7 +362,7 @@ else
   now = sec .. us .. '000'
 end
 local old = redis.call('SET', KEYS[1], '10' .. t .. ARGV[1] .. now, 'GET')
-if old and old > '00' and old < '00' .. t then return t end
+if old and old > '000' and old < '00' .. t then return t end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_PUT_BACK R"LUA(
 put_back(KEYS[1], old)
 local n, at = string.match(ARGV[1], '^ (%d+)\n()')
