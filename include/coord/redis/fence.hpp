@@ -3,10 +3,11 @@
 //
 // Round trips: fence_write 1 (one script: the rule of coord/rules/fence.hpp
 // on the key's record, tokens kept as 20 decimal digits so that every 64-bit
-// token is exact and two comparisons decide the common case), 2 when the record is missing or was written under
-// another identity (the first script changes nothing and says so; the
-// second applies the rule with the identity key, whose check needs it
-// declared: the common path declares the fence's key only); fence_read 1.
+// token is exact and two comparisons decide the common case), 2 when the
+// record is missing or was written under another identity (the first script
+// changes nothing and says so; the second applies the rule with the identity
+// key, whose check needs it declared: the common path declares the fence's
+// key only); fence_read 1.
 // fence_update 2 (read the value and its version, a SHA-1 of the record; fn;
 // a compare-and-set script that writes only when the version is unchanged and
 // the token passes); when another writer got in between, read and fn again
