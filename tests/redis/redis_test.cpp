@@ -39,6 +39,12 @@ std::string server(const std::string& what) {
 }
 void run(const std::string& what) { ASSERT_EQ(std::system(server(what).c_str()), 0) << server(what); }
 
+// A token as the fence and lease records keep it: 20 digits, zeros in front.
+std::string twenty(std::uint64_t v) {
+    const std::string d = std::to_string(v);
+    return std::string(20 - d.size(), '0') + d;
+}
+
 // A fresh, initialized store on the server's clock.
 std::unique_ptr<coord::redis::store> fresh_store(const std::string& prefix = redis_fresh_prefix(),
                                                  coord::redis::options o = {}) {
@@ -178,10 +184,6 @@ TEST(Redis, TokensFencesAndCountersStayExactAbove2To53) {
     EXPECT_EQ(r.error().highest, max63 - 1);
     // Lease tokens continue exactly from a last token near the top.
     // (The record: "<held><w><last: 20 digits> <n>\n<holder> <ttl> <start>".)
-    const auto twenty = [](std::uint64_t v) {
-        const std::string d = std::to_string(v);
-        return std::string(20 - d.size(), '0') + d;
-    };
     ASSERT_TRUE(store->lease_acquire("big", "A", 1h));
     EXPECT_EQ(redis_command({"SET", store->key_tag() + "lease:big", "10" + twenty(p62) + " 1\nA 1 1"}), "OK");
     ASSERT_TRUE(store->lease_release("big", "A", 0));
@@ -262,10 +264,6 @@ TEST(Redis, ARefusalOrAKeyCoordDidNotWriteLeavesTheKeyAsItWas) {
 // whole rule. Records are planted as the layout has them (scripts.hpp).
 TEST(Redis, TheCommonPathsPassOnlyTheRecordsTheWholeRuleWould) {
     auto store = fresh_store();
-    const auto twenty = [](std::uint64_t v) {
-        const std::string d = std::to_string(v);
-        return std::string(20 - d.size(), '0') + d;
-    };
     const std::string id = *store->server_identity();
     ASSERT_EQ(id.size(), 32u);
     const std::string fence_key = store->key_tag() + "fence:f";

@@ -44,11 +44,8 @@ public:
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
         // The record's middle: " <n>\n<owner> <ttl> ".
-        std::string middle = " ";
-        middle += std::to_string(owner.size());
-        middle += '\n';
-        middle += owner;
-        middle += ' ';
+        std::string middle;
+        append_holder(middle, owner);
         middle += detail::ns_arg(ttl.count());
         middle += ' ';
         std::vector<std::string> args{std::move(middle)};
@@ -84,11 +81,7 @@ public:
             // The holder's record from its second byte: "0<token> <n>\n<owner> ".
             std::string held = "0";
             detail::append_token_digits(held, token);
-            held += ' ';
-            held += std::to_string(owner.size());
-            held += '\n';
-            held += owner;
-            held += ' ';
+            append_holder(held, owner);
             pool::call c(ctx_.calls());
             auto r = c.eval(scripts::lease_release, {lease_key(name)}, with_now({std::move(held)}), true);
             if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
@@ -170,6 +163,15 @@ public:
     }
 
 private:
+    // The holder as the lease record keeps it (scripts.hpp): " <n>\n<holder> ",
+    // its length first, so that any bytes may be in it.
+    static void append_holder(std::string& out, std::string_view holder) {
+        out += ' ';
+        out += std::to_string(holder.size());
+        out += '\n';
+        out += holder;
+        out += ' ';
+    }
     std::string lease_key(std::string_view name) const { return ctx_.key().of("lease", name); }
     std::string line_key(std::string_view name) const { return ctx_.key().of("lease-line", name); }
     std::string places_key(std::string_view name) const { return ctx_.key().of("lease-places", name); }

@@ -8,9 +8,9 @@
 // (compared by length, then bytes) and added digit-group by digit-group
 // (`uadd`, `add` saturating at 2^63-1, as add_saturated does in C++); segment
 // counters are advanced by INCRBY, which the server does in 64-bit integers.
-// The fence and lease records keep their tokens as 20 digits (zeros in
-// front), so that their common paths compare records without parsing them.
-// Only small counts (attempts, tickets, positions) are Lua numbers.
+// Only small counts (attempts, tickets, positions) are Lua numbers. The fence
+// and lease records keep their tokens as 20 digits (zeros in front), so that
+// their common paths compare records without parsing them.
 //
 // Time. `clock(ARGV)` is the server's TIME (microseconds, as nanoseconds)
 // unless a test clock sent its reading. No script takes the caller's time
@@ -264,10 +264,10 @@ return 'OK'
 // the layout lets them see without a parse: a released record with an older
 // token lies between "000" and "00<new token>" (the third byte keeps out the
 // earlier layout, "00 <token> ...", and a last token of 10^19 or more just
-// takes the whole rule; the bytes that decide are
-// digits: the same order in every locale, as for the fence), and the
-// holder's record starts with "1" and holds "0<token> <n>\n<holder> " from
-// its second byte (a plain find: bytes, not collation).
+// takes the whole rule; the bytes that decide are digits: the same order in
+// every locale, as for the fence), and the holder's record starts with "1"
+// and holds "0<token> <n>\n<holder> " from its second byte (a plain find:
+// bytes, not collation).
 // Otherwise the script puts the old record back and applies the whole rule,
 // still inside the one script: no other client sees the first write. The
 // helpers of the whole rule are made only on that path (Lua makes a
