@@ -49,13 +49,13 @@ coord::redis::options opts(std::size_t pool, const char* prefix) {
 // One connection: every single-threaded bench and its floor use the same one.
 coord::redis::store& single() {
     static coord::redis::store s{url(), {}, opts(1, "bench")};
-    static const bool initialized = s.initialize(true).has_value();
+    static const bool initialized = s.initialize(coord::redis::initial_floors{}, true).has_value();
     (void)initialized;
     return s;
 }
 coord::redis::store& shared() {
     static coord::redis::store s{url(), {}, opts(8, "bench-shared")};
-    static const bool initialized = s.initialize(true).has_value();
+    static const bool initialized = s.initialize(coord::redis::initial_floors{}, true).has_value();
     (void)initialized;
     return s;
 }

@@ -8,6 +8,7 @@
 // tests/examples/coordctl_cron_test.sh.)
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -601,6 +602,235 @@ TEST(CronRunner, FileStoreInstancesRunEachSlotOnce) {
     std::filesystem::remove(path.string() + ".lock");
 }
 
+// A store that loses the answer of the next claim it applies (the claim is
+// made; the caller is told outcome_unknown), for the adoption rule.
+struct lossy_store {
+    store_t* s;
+    bool lose_next_claim = false;
+    coord::result<void, coord::write_error> fence_write(std::string_view k, coord::fence_token t, std::string_view v) {
+        return s->fence_write(k, t, v);
+    }
+    coord::result<void, coord::write_error> fence_write(std::string_view k, coord::fence_token t, std::uint64_t q,
+                                                        std::string_view v) {
+        return s->fence_write(k, t, q, v);
+    }
+    template <class F>
+    coord::result<void, coord::write_error> fence_update(std::string_view k, coord::fence_token t, F&& fn) {
+        return s->fence_update(k, t, std::forward<F>(fn));
+    }
+    coord::result<coord::fenced_value> fence_read(std::string_view k) { return s->fence_read(k); }
+    coord::result<coord::claim_outcome> ledger_claim(const coord::ledger_claim_request& q) {
+        auto r = s->ledger_claim(q);
+        if (lose_next_claim && r && r->kind == coord::claim_outcome::granted) {
+            lose_next_claim = false;
+            return coord::unexpected(coord::make_error_code(coord::errc::outcome_unknown));
+        }
+        return r;
+    }
+    coord::result<void> ledger_heartbeat(std::string_view k, coord::fence_token f, std::int64_t t) {
+        return s->ledger_heartbeat(k, f, t);
+    }
+    coord::result<void> ledger_complete(std::string_view k, coord::fence_token f, std::string_view r, std::int64_t t) {
+        return s->ledger_complete(k, f, r, t);
+    }
+    coord::result<void> ledger_fail(std::string_view k, coord::fence_token f, std::string_view r) {
+        return s->ledger_fail(k, f, r);
+    }
+    coord::result<std::optional<coord::ledger_record>> ledger_read(std::string_view k) { return s->ledger_read(k); }
+    coord::result<std::size_t> ledger_prune() { return s->ledger_prune(); }
+    coord::result<coord::fence_token> ledger_revoke(std::string_view k, std::string_view r) {
+        return s->ledger_revoke(k, r);
+    }
+};
+static_assert(coord::ledger_store<lossy_store> && coord::fence_update_store<lossy_store>);
+
+// Two instances given one worker name (a copied unit file): a claim whose
+// answer was lost is adopted by the runner that sent it, never by the other
+// one, and every run of a slot has its own fence token.
+TEST(CronRunner, ASharedWorkerNameNeverAdoptsAnotherInstancesClaim) {
+    world w;
+    lossy_store lossy{&w.store};
+    using lossy_runner = coord::basic_cron_runner<lossy_store, fake_launcher, manual_clock, manual_clock>;
+    auto s = every_minute();
+    fake_launcher la{&w.jobs}, lb{&w.jobs};
+    lossy_runner a{lossy, s, la, w.options("same"), w.clock, w.clock};
+    lossy_runner b{lossy, s, lb, w.options("same"), w.clock, w.clock};
+    EXPECT_NE(a.holder(), b.holder());
+    EXPECT_EQ(a.holder().rfind("same #", 0), 0u);
+    a.tick();
+    b.tick();
+    const auto first = next_minute(w);
+    w.clock.set(first);
+    lossy.lose_next_claim = true;
+    a.tick();  // A's claim is made, its answer lost
+    EXPECT_TRUE(w.jobs.empty());
+    EXPECT_GE(w.count(coord::cron_event::error), 1);
+    b.tick();  // B sees a claim under "same": not its own
+    EXPECT_TRUE(w.jobs.empty()) << "B ran A's claim";
+    w.clock.advance(1s);  // A's next walk (its claim's lease runs 3 s)
+    a.tick();  // A adopts its own claim
+    ASSERT_EQ(w.jobs.size(), 1u);
+    EXPECT_EQ(w.jobs[0]->fence, 1u);
+    EXPECT_EQ(w.jobs[0]->worker, "same");
+    b.tick();
+    EXPECT_EQ(w.jobs.size(), 1u);
+    // A stops ticking (paused past its lease): B takes the slot over under a
+    // new fence, never A's.
+    for (int i = 0; i < 5; ++i) {
+        w.clock.advance(1s);
+        b.tick();
+    }
+    ASSERT_EQ(w.jobs.size(), 2u);
+    EXPECT_EQ(w.jobs[1]->slot, w.jobs[0]->slot);
+    EXPECT_EQ(w.jobs[1]->fence, 2u);
+    a.tick();  // A learns it lost the slot
+    EXPECT_EQ(w.jobs[0]->terms, 1);
+    w.jobs[1]->exit = 0;
+    b.tick();
+    const auto st = w.status(s, w.jobs[1]->slot);
+    EXPECT_EQ(st.state, coord::cron_slot_status::done);
+    EXPECT_EQ(st.worker, "same");
+    EXPECT_EQ("same #" + st.instance, b.holder());
+}
+
+// A runner whose schedule differs from the one the store keeps for the job
+// is refused (it claims nothing, and says why); taking the job over from an
+// instant makes slots before it follow the old schedule and slots from it
+// the new one, and refuses the old schedule's runners from then on. No slot
+// of either schedule is dropped without a record, and the status says which
+// schedule each slot belongs to.
+TEST(CronRunner, AChangedScheduleIsRefusedUnlessItTakesTheJobOver) {
+    world w;
+    auto old_s = every_minute();                                      // every minute
+    auto new_s = *coord::schedule::make("report", "30 */2 * * * *", "UTC");  // every two minutes, at :30
+    auto a = w.runner(old_s, w.options("a"));
+    const auto first = to_first_slot(w, *a);
+    ASSERT_EQ(w.jobs.size(), 1u);
+    w.jobs[0]->exit = 0;
+    a->tick();
+    // A runner of another schedule: refused, nothing claimed, the reason said.
+    auto b = w.runner(new_s, w.options("b"));
+    w.clock.set(first + 1min);
+    b->tick();
+    ASSERT_TRUE(b->refusal());
+    EXPECT_EQ(*b->refusal(), coord::errc::cron_schedule_conflict);
+    EXPECT_EQ(*b->refusal(), coord::condition::bad_input);
+    EXPECT_NE(b->refusal()->detail().find("take the job over"), std::string::npos) << b->refusal()->detail();
+    EXPECT_EQ(w.count(coord::cron_event::refused), 1);
+    EXPECT_TRUE(w.jobs.size() == 1u);
+    std::atomic<bool> never{false};
+    b->run_until(never);  // returns: refused
+    a->tick();
+    ASSERT_EQ(w.jobs.size(), 2u);  // the old runner goes on
+    w.jobs[1]->exit = 0;
+    a->tick();
+    // Taking over from first+4min (the old schedule still runs until then).
+    auto o = w.options("c");
+    const auto switch_at = first + 4min;
+    o.take_over_from = switch_at;
+    auto c = w.runner(new_s, o);
+    c->tick();
+    EXPECT_FALSE(c->refusal());
+    EXPECT_EQ(w.count(coord::cron_event::took_over), 1);
+    w.clock.advance(1s);
+    a->tick();  // the old runner is refused from its next walk on
+    ASSERT_TRUE(a->refusal());
+    EXPECT_NE(a->refusal()->detail().find("was taken over"), std::string::npos) << a->refusal()->detail();
+    // c walks both: the old schedule's slots before first+4min, the new one's after.
+    std::vector<std::string> ran;
+    for (auto t = first + 2min; t <= first + 9min; t += 10s) {
+        w.clock.set(t);
+        c->tick();
+        for (auto& j : w.jobs)
+            if (!j->exit) {
+                ran.push_back(j->slot);
+                j->exit = 0;
+            }
+        c->tick();
+    }
+    // first is an odd minute: the new schedule fires at first+5min30s and first+7min30s.
+    const std::vector<std::string> want{slot_at("report", first + 2min), slot_at("report", first + 3min),
+                                        slot_at("report", first + 5min + 30s), slot_at("report", first + 7min + 30s)};
+    EXPECT_EQ(ran, want);
+    auto h = coord::cron_history(w.store, std::string("report"), floor<std::chrono::seconds>(w.now()), 9);
+    ASSERT_TRUE(h);
+    ASSERT_EQ(h->size(), 9u);  // three before the job began, four of the old schedule, two of the new
+    std::map<std::string, coord::cron_slot_status> by_slot;
+    for (auto& x : *h) by_slot[x.slot] = x;
+    const auto old_v = a->schedule_version(), new_v = c->schedule_version();
+    EXPECT_NE(old_v, new_v);
+    for (int m = 0; m < 4; ++m) {
+        const auto& x = by_slot[slot_at("report", first + std::chrono::minutes{m})];
+        EXPECT_EQ(x.state, coord::cron_slot_status::done) << x.slot;
+        EXPECT_EQ(x.schedule_version, old_v) << x.slot;
+        EXPECT_EQ(x.schedule, "0 * * * * * UTC") << x.slot;
+    }
+    const auto& n = by_slot[slot_at("report", first + 5min + 30s)];
+    EXPECT_EQ(n.state, coord::cron_slot_status::done);
+    EXPECT_EQ(n.schedule_version, new_v);
+    EXPECT_EQ(n.schedule, "30 */2 * * * * UTC");
+    EXPECT_EQ(by_slot.count(slot_at("report", first + 4min)), 0u) << "the old schedule ended at the switch";
+    EXPECT_EQ(by_slot.count(slot_at("report", first + 3min + 30s)), 0u) << "the new one began at the switch";
+    // A take-over from an instant the job has already settled is refused.
+    auto o2 = w.options("d");
+    o2.take_over_from = first + 1min;
+    auto d = w.runner(old_s, o2);
+    d->tick();
+    ASSERT_TRUE(d->refusal());
+    EXPECT_NE(d->refusal()->detail().find("settled"), std::string::npos) << d->refusal()->detail();
+    // An explicit version is an identity too.
+    coord::schedule_options v7;
+    v7.version = 7;
+    auto same_text = *coord::schedule::make("report", "30 */2 * * * *", "UTC", v7);
+    auto e = w.runner(same_text, w.options("e"));
+    e->tick();
+    EXPECT_TRUE(e->refusal());
+}
+
+// The catch-up after an hour down with overlap allowed does not start every
+// missed slot at once: at most max_running run here; the others wait within
+// their window and are recorded missed past it, with that reason.
+TEST(CronRunner, MaxRunningCapsCatchUpAndRecordsTheRestMissedWithTheReason) {
+    world w;
+    auto s = every_minute();
+    auto o = w.options("a");
+    o.overlap = coord::overlap_policy::allow;
+    o.catch_up = 10min;
+    o.max_running = 3;
+    {
+        auto r = w.runner(s, o);
+        r->tick();
+    }
+    const auto first = next_minute(w);
+    w.clock.set(first + 60min);
+    auto r = w.runner(s, o);
+    r->tick();
+    EXPECT_EQ(r->running(), 3u);
+    EXPECT_EQ(w.jobs.size(), 3u);
+    // Nothing more starts while three run, tick after tick.
+    for (int i = 0; i < 20; ++i) {
+        w.clock.advance(1s);
+        r->tick();
+    }
+    EXPECT_EQ(w.jobs.size(), 3u);
+    // The three end one after another: the next waiting slots start, oldest first.
+    for (auto& j : w.jobs) j->exit = 0;
+    r->tick();
+    r->tick();
+    EXPECT_EQ(w.jobs.size(), 6u);
+    EXPECT_EQ(r->running(), 3u);
+    // The rest of the window passes with the three running: its slots are missed, saying why.
+    w.clock.set(first + 72min);
+    r->tick();
+    r->tick();
+    const auto st = w.status(s, slot_at("report", first + 58min));
+    EXPECT_EQ(st.state, coord::cron_slot_status::missed);
+    EXPECT_NE(st.detail.find("max running"), std::string::npos) << st.detail;
+    int started_at_once = 0;
+    for (auto& j : w.jobs) started_at_once += !j->exit;
+    EXPECT_LE(started_at_once, 3);
+}
+
 TEST(CronRunner, RefusesBadOptions) {
     world w;
     auto s = every_minute();
@@ -620,6 +850,11 @@ TEST(CronRunner, RefusesBadOptions) {
     bad([](coord::cron_options& o) { o.record_window = 1h; });
     bad([](coord::cron_options& o) { o.steps_per_tick = 1; });
     bad([](coord::cron_options& o) { o.prune_every = 1s; });
+    bad([](coord::cron_options& o) { o.max_running = 0; });
+    bad([](coord::cron_options& o) {
+        o.take_over_now = true;
+        o.take_over_from = std::chrono::sys_seconds{std::chrono::seconds{1'780'000'000}};
+    });
 }
 
 }  // namespace

@@ -18,11 +18,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "coord/detail/binary.hpp"
@@ -429,6 +432,56 @@ TEST(FileStoreIdentity, RemovedLockFileNeverYieldsAnExclusiveStep) {
     EXPECT_EQ(a.fence_read("k")->value, "first");
     ASSERT_TRUE(a.fence_write("k", 2, "second"));
     EXPECT_EQ(a.fence_read("k")->value, "second");
+}
+
+// A clock that runs a hook (once) the next time it is read: a file store
+// reads its clock between taking its lock and committing, so the hook runs
+// inside the operation, where a slow process can be paused.
+struct hook_clock {
+    using duration = coord::manual_clock::duration;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<hook_clock, duration>;
+    static constexpr bool is_unix_epoch = true;
+    static constexpr bool is_steady = true;
+    coord::manual_clock base{coord::test::test_epoch()};
+    std::shared_ptr<std::function<void()>> hook = std::make_shared<std::function<void()>>();
+    time_point now() const {
+        if (*hook) std::exchange(*hook, nullptr)();
+        return time_point{base.now().time_since_epoch()};
+    }
+    void sleep_until(time_point) const {}
+};
+
+// A lock file removed while a process holds it (between its lock and its
+// commit: a temp-file cleaner) never lets two processes both be told they
+// hold one name: a second process locks a new lock file and grants the
+// name; the first one's commit finds the state changed under it, writes
+// nothing, and runs again on the new state.
+TEST(FileStoreIdentity, ALockFileRemovedBeforeTheCommitNeverGivesTwoGrants) {
+    scratch_dir dir;
+    const auto path = dir / "state";
+    hook_clock clock;
+    coord::basic_file_store<hook_clock> a{path, clock};
+    ASSERT_TRUE(a.fence_write("warm", 1, "x"));
+    std::optional<coord::basic_file_store<hook_clock>> b;
+    std::optional<coord::result<coord::lease, coord::lease_error>> second;
+    *clock.hook = [&] {
+        ASSERT_EQ(::unlink((path.string() + ".lock").c_str()), 0);  // a cleaner, while `a` holds it
+        b.emplace(path, clock);                                      // another process starts meanwhile
+        second = b->lease_acquire("n", "B", 10s);
+    };
+    auto first = a.lease_acquire("n", "A", 10s);
+    ASSERT_TRUE(second.has_value()) << "the hook did not run inside the operation";
+    ASSERT_TRUE(*second) << second->error().code.message();
+    EXPECT_EQ((*second)->owner, "B");
+    ASSERT_FALSE(first) << "both processes were told they hold the name, tokens " << first->token << " and "
+                        << (*second)->token;
+    EXPECT_EQ(first.error(), coord::errc::lease_held) << first.error().code.message();
+    EXPECT_EQ(first.error().holder, "B");
+    auto held = b->lease_read("n");
+    ASSERT_TRUE(held && *held);
+    EXPECT_EQ((*held)->owner, "B");
 }
 
 // A lock held by a paused process bounds every operation by the lock

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <utility>
 
@@ -8,7 +10,11 @@
 #include <system_error>
 
 #include "coord/error.hpp"
+#include "coord/fence.hpp"
+#include "coord/lease.hpp"
+#include "coord/owner.hpp"
 #include "coord/result.hpp"
+#include "coord/storage/memory.hpp"
 
 namespace {
 
@@ -79,6 +85,8 @@ TEST(Errc, EveryCodeHasACondition) {
         {errc::store_already_initialized, condition::refused},
         {errc::cron_job_unknown, condition::refused},
         {errc::cron_cursor_corrupt, condition::corrupt_state},
+        {errc::cron_schedule_conflict, condition::bad_input},
+        {errc::value_too_large, condition::bad_input},
     };
     for (const auto& [e, c] : expected) {
         const std::error_code ec = e;
@@ -89,7 +97,7 @@ TEST(Errc, EveryCodeHasACondition) {
                 EXPECT_NE(ec, other) << ec.message();
             }
     }
-    for (int v = 1; v <= static_cast<int>(errc::cron_cursor_corrupt); ++v) {
+    for (int v = 1; v <= static_cast<int>(errc::value_too_large); ++v) {
         const std::error_code ec = static_cast<errc>(v);
         int matches = 0;
         for (const auto c : {condition::refused, condition::outcome_unknown, condition::unavailable,
@@ -108,4 +116,57 @@ TEST(Errc, EveryCodeHasACondition) {
     EXPECT_EQ(std::string(coord::make_error_condition(condition::refused).message()), "refused by the primitive's rule");
 }
 
+// A fenced write's and a lease's refusal compare with every condition as
+// every other result's error does (`r.error() == coord::condition::refused`).
+TEST(Errc, WriteAndLeaseErrorsCompareByCondition) {
+    using coord::condition;
+    using coord::errc;
+    coord::memory_store store;
+    coord::basic_keyed_fenced_resource res{store};
+    ASSERT_TRUE(res.write("k", 5, "v"));
+    auto stale = res.write("k", 4, "w");
+    ASSERT_FALSE(stale);
+    EXPECT_TRUE(stale.error() == condition::refused);
+    EXPECT_FALSE(stale.error() == condition::unavailable);
+    EXPECT_TRUE(stale.error() == errc::stale_fence);
+    coord::basic_lease_manager leases{store};
+    ASSERT_TRUE(leases.acquire("n", "a", std::chrono::seconds{10}));
+    auto held = leases.acquire("n", "b", std::chrono::seconds{10});
+    ASSERT_FALSE(held);
+    EXPECT_TRUE(held.error() == condition::refused);
+    EXPECT_FALSE(held.error() == condition::outcome_unknown);
+    EXPECT_TRUE(held.error() == errc::lease_held);
+    const std::pair<errc, condition> each[] = {{errc::stale_fence, condition::refused},
+                                               {errc::outcome_unknown, condition::outcome_unknown},
+                                               {errc::lock_timeout, condition::unavailable},
+                                               {errc::state_went_back, condition::corrupt_state},
+                                               {errc::invalid_text, condition::bad_input}};
+    for (const auto& [e, c] : each) {
+        const coord::write_error w{e, 0};
+        const coord::lease_error l{e, {}, 0, {}};
+        for (const auto other : {condition::refused, condition::outcome_unknown, condition::unavailable,
+                                 condition::corrupt_state, condition::bad_input}) {
+            EXPECT_EQ(w == other, other == c) << w.code.message();
+            EXPECT_EQ(l == other, other == c) << l.code.message();
+        }
+    }
+    // An operating system error (an engine's I/O) is unavailable here too.
+    const coord::write_error io{std::make_error_code(std::errc::io_error), 0};
+    EXPECT_TRUE(io == condition::unavailable);
+}
+
 }  // namespace
+
+TEST(UniqueOwner, NamesTheHostAndProcessAndIsNewOnEveryCall) {
+    const std::string a = coord::unique_owner();
+    const std::string b = coord::unique_owner();
+    EXPECT_NE(a, b);
+    char host[256] = {};
+    ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+    const std::string pid = ":" + std::to_string(::getpid()) + ":";
+    EXPECT_EQ(a.rfind(std::string(host) + pid, 0), 0u) << a;
+    const std::string tail = a.substr(a.rfind(':') + 1);
+    EXPECT_EQ(tail.size(), 16u) << a;
+    EXPECT_EQ(tail.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+    EXPECT_EQ(coord::unique_owner("billing").rfind("billing" + pid, 0), 0u);
+}

@@ -124,12 +124,13 @@ enum class errc {
     /// A waiter's place in a lease's queue lapsed (it was not renewed in
     /// time): it must queue again, at the back.
     wait_place_lost,
-    /// The store holds no identity record: it was never initialized
-    /// (coordctl store init), or it lost its data (a restart without
-    /// persistence, a failover to a replica without the last writes).
-    /// Nothing was done: what the store would answer from lost data (a
-    /// segment range, a ledger result, a fence) could reissue what was
-    /// already handed out.
+    /// The store holds no identity record: it was never initialized, or it
+    /// lost its data (a restart without persistence, a failover to a replica
+    /// without the last writes). Nothing was done: what the store would
+    /// answer from lost data (a segment range, a ledger result, a fence)
+    /// could reissue what was already handed out. Initializing it again
+    /// takes floors above everything it handed out (coordctl store init
+    /// --segment-floor --fence-floor --ledger-floor).
     store_uninitialized,
     /// The store's identity is not the one this store object opened (it lost
     /// its data and was initialized again while this process ran): nothing
@@ -142,6 +143,12 @@ enum class errc {
     cron_job_unknown,
     /// A cron job's cursor on the store is not one a runner wrote.
     cron_cursor_corrupt,
+    /// A cron runner's schedule is not the one the store keeps for its job
+    /// (or the job was taken over from it): the runner claims nothing.
+    cron_schedule_conflict,
+    /// A value, result or session is larger than the store can keep (an
+    /// engine's request or node limit); nothing was sent.
+    value_too_large,
 };
 
 /// What kind of outcome an error code is, whatever its category: callers
@@ -195,7 +202,9 @@ constexpr condition condition_of(errc e) noexcept {
     case errc::cron_cursor_corrupt:
     case errc::store_identity_changed: return condition::corrupt_state;
     case errc::invalid_text:
-    case errc::invalid_key: return condition::bad_input;
+    case errc::invalid_key:
+    case errc::cron_schedule_conflict:
+    case errc::value_too_large: return condition::bad_input;
     default: return condition::refused;
     }
 }
@@ -259,11 +268,15 @@ public:
         case errc::state_too_large: return "state over the file format's limits (a string over 256 MiB or a state over 1 GiB)";
         case errc::lock_timeout: return "the store's lock was not free within the lock timeout";
         case errc::wait_place_lost: return "the waiter's place in the lease queue lapsed";
-        case errc::store_uninitialized: return "the store is not initialized (never, or it lost its data): coordctl store init";
+        case errc::store_uninitialized:
+            return "the store is not initialized (never, or it lost its data): initialize it stating floors above "
+                   "everything it handed out (README: When a store lost its data)";
         case errc::store_identity_changed: return "the store was initialized again since this process opened it";
         case errc::store_already_initialized: return "the store is already initialized";
         case errc::cron_job_unknown: return "no cron runner has run this job on this store";
         case errc::cron_cursor_corrupt: return "the cron job's cursor is not one a runner wrote";
+        case errc::cron_schedule_conflict: return "the store runs this cron job under another schedule";
+        case errc::value_too_large: return "value larger than the store can keep";
         }
         return "unknown coord error";
     }

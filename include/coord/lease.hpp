@@ -16,7 +16,8 @@
 //   #include <coord/aliases.hpp>  // memory_store and the everyday aliases
 //   coord::memory_store store;
 //   coord::lease_manager leases{store};
-//   auto l = leases.acquire("db-primary", "node-a#1", std::chrono::seconds{10});
+//   const std::string me = coord::unique_owner();  // host:pid:random, this instance's own
+//   auto l = leases.acquire("db-primary", me, std::chrono::seconds{10});
 //   if (l) write_with_fence(l->token);        // pass the token to every write
 //   else if (l.error() == coord::errc::lease_held) wait_until(l.error().expires_at);
 //
@@ -40,6 +41,7 @@
 #include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/owner.hpp"
 #include "coord/rules/lease.hpp"
 #include "coord/result.hpp"
 
@@ -115,9 +117,9 @@ concept lease_queue_store =
 /// arguments first. Thread safety: as safe as the store (every model in coord
 /// is thread-safe). Holds a reference: the store must outlive it.
 ///
-/// Owners: give each process instance its own owner string (host, pid and a
-/// random part), or use the lease-object forms of renew/release, which also
-/// check the token.
+/// Owners: give each process instance its own owner string
+/// (coord::unique_owner(): host, pid and a random part), and prefer the
+/// lease-object forms of renew/release, which also check the token.
 template <lease_store Store>
 class basic_lease_manager {
 public:

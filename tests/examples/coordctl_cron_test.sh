@@ -34,7 +34,7 @@ case "$store" in
   sqlite) store="sqlite:$work/store.db"; store_a="sqlite:$work/store-a.db" ;;
 esac
 
-"$ctl" store init --store "$store" >/dev/null 2>&1  # redis: once (refused when done already: fine)
+"$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none >/dev/null 2>&1  # redis: once (refused when done already: fine)
 id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/cron$id" ;; esac  # a root of this run's own
 job_a="cronA$id"
@@ -147,7 +147,7 @@ echo "$status"
   || fail "job A's status does not show its slots done"
 status_b=$("$ctl" cron status --store "$store" --job "$job_b" -n 30)
 echo "$status_b"
-echo "$status_b" | awk 'NR > 1 && $2 != "done" && $2 != "none"' | grep -q . && fail "job B has slots not done: $status_b"
+echo "$status_b" | awk 'NR > 1 && !/^#/ && $2 != "done" && $2 != "none"' | grep -q . && fail "job B has slots not done: $status_b"
 expect 3 "refused: no cron runner has run this job on this store" -- cron status --store "$store" --job "never$id"
 
 if [ "$failures" -gt 0 ]; then

@@ -36,6 +36,13 @@ engine_store_checks() {
   expect 0 "released" -- lease release --store "$store" --name "$run" --owner A
   b1=$("$ctl" lease acquire --store "$store" --name "$run" --owner B --ttl 60000)
   [ "${b1#token=}" -gt "${a1#token=}" ] 2>/dev/null || fail "the next token $b1 is not above $a1"
+  expect 3 "not the holder" -- lease release --store "$store" --name "$run" --owner B --token "${a1#token=}"
+  expect 0 "released" -- lease release --store "$store" --name "$run" --owner B --token "${b1#token=}"
+  # Without --owner: a unique owner per invocation, printed with the token.
+  a=$("$ctl" lease acquire --store "$store" --name "$run-u" --ttl 60000); rc=$?
+  [ "$rc" = 0 ] && [[ "$a" =~ ^token=[0-9]+\ owner=[^:\ ]+:[0-9]+:[0-9a-f]{16}$ ]] || fail "lease acquire without --owner: rc=$rc '$a'"
+  expect 3 "held by ${a#* owner=}" -- lease acquire --store "$store" --name "$run-u" --ttl 60000
+  expect 0 "released" -- lease release --store "$store" --name "$run-u" --owner "${a#* owner=}"
   a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
   b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
   all=$(printf '%s\n%s\n' "$a" "$b")

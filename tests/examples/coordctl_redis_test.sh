@@ -19,15 +19,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 redis-cli -p "$redis_port" -n 1 flushdb >/dev/null
 
 # Before `store init`, what needs the store's data is refused (exit 1, a
-# corrupt-state condition naming the fix); leases already work.
+# corrupt-state condition naming what may be lost and the safe procedure:
+# floors above what the store handed out); leases already work.
 expect 1 "" -- fence read --store "$store" --key "$run"
-grep -q "coordctl store init" $err || fail "the refusal does not name coordctl store init: $(cat $err)"
-out=$("$ctl" store init --store "$store"); rc=$?
+grep -q "segment counters" $err && grep -q -- "--segment-floor N (at least the largest segment ID" $err \
+  || fail "the refusal does not name what was lost and the floors: $(cat $err)"
+# store init states the floors; without them it is refused (2), naming them.
+expect 2 "" -- store init --store "$store"
+grep -q -- "--segment-floor N" $err || fail "store init without floors does not name them: $(cat $err)"
+expect 2 "" -- store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor yesterday
+out=$("$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
 [ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
-out=$("$ctl" store init --store "$store"); rc=$?
-[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force replaces its identity" ]] \
+out=$("$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
   || fail "store init over an initialized store: rc=$rc '$out'"
-out=$("$ctl" store init --store "$store" --force); rc=$?
+out=$("$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none --force); rc=$?
 [ "$rc" = 0 ] && [[ "$out" =~ ^initialized: ]] || fail "store init --force: rc=$rc '$out'"
 expect 2 "" -- store init --store "$store" --force yes
 expect 0 "initialized: this store needs no initialization" -- store init --store "file:/tmp/coordctl_redis_file.$$"
@@ -82,6 +88,42 @@ if [ -n "$redis_script" ]; then
   [ "$rc" = 1 ] && [ -z "$out" ] && [ "$took_ms" -lt 10000 ] && grep -Eq "not applied|outcome is unknown" $err \
     || fail "a paused server with --timeout 1s: rc=$rc ${took_ms}ms out='$out' $(cat $err)"
   expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 18446744073709551615 --value Q --timeout 5s
+fi
+
+# After the server lost its data (restarted without it): refused, then the
+# README's procedure to the letter ("When a store lost its data"): initialize
+# with floors at or above what the store handed out. No segment ID, fence
+# acceptance, lease token or done slot is handed out twice.
+if [ -n "$redis_script" ]; then
+  ids_before=$("$ctl" segment next --store "$store" --tag "loss$run" -n 5)
+  lease_before=$("$ctl" lease acquire --store "$store" --name "loss$run" --owner A --ttl 600000)
+  token_before=${lease_before#token=}
+  expect 0 "accepted" -- fence write --store "$store" --key "loss$run" --token "$token_before" --value A
+  lslot="loss$$@$(date -u +%Y-%m-%dT%H:%M)Z"
+  leffects=$(mktemp)
+  expect 0 "applied" -- ledger run --store "$store" --slot "$lslot" --effect-file "$leffects"
+  bash "$redis_script" lose "$redis_dir" "$redis_port"
+  expect 1 "" -- segment next --store "$store" --tag "loss$run"
+  grep -q "lost its data" $err || fail "after the loss: $(cat $err)"
+  expect 1 "" -- ledger run --store "$store" --slot "$lslot" --effect-file "$leffects"
+  # The procedure: the largest segment ID handed out (here: from the IDs the
+  # application stored), the fence floor at the server's now (every lease
+  # token this Redis granted is below it), slots up to now not run again.
+  largest=$(echo "$ids_before" | sort -n | tail -1)
+  out=$("$ctl" store init --store "$store" --segment-floor "$largest" --fence-floor now --ledger-floor now); rc=$?
+  [ "$rc" = 0 ] || fail "store init after the loss: rc=$rc '$out' $(cat $err)"
+  ids_after=$("$ctl" segment next --store "$store" --tag "loss$run" -n 5)
+  [ "$(printf '%s\n%s\n' "$ids_before" "$ids_after" | sort -n | uniq -d)" = "" ] \
+    || fail "segment IDs handed out twice: before $ids_before after $ids_after"
+  [ "$(echo "$ids_after" | sort -n | head -1)" -gt "$largest" ] || fail "segment IDs at or below the floor: $ids_after"
+  out=$("$ctl" fence write --store "$store" --key "loss$run" --token "$token_before" --value late); rc=$?
+  [ "$rc" = 3 ] && [[ "$out" == "rejected: stale fence"* ]] || fail "the old holder's token passed after the loss: rc=$rc '$out'"
+  lease_after=$("$ctl" lease acquire --store "$store" --name "loss$run" --owner B --ttl 600000)
+  [ "${lease_after#token=}" -gt "$token_before" ] 2>/dev/null || fail "a lease token went back: $lease_before then $lease_after"
+  expect 0 "accepted" -- fence write --store "$store" --key "loss$run" --token "${lease_after#token=}" --value B
+  expect 3 "expired" -- ledger run --store "$store" --slot "$lslot" --effect-file "$leffects"
+  [ "$(wc -l < "$leffects")" = 1 ] || fail "a done slot ran again after the loss: $(cat "$leffects")"
+  rm -f "$leffects"
 fi
 rm -f $err
 if [ "$failures" != 0 ]; then echo "$failures coordctl redis check(s) failed"; exit 1; fi

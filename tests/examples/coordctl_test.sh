@@ -34,6 +34,13 @@ expect 3 "not the holder" -- lease release --store "$store" --name n --owner B
 expect 0 "renewed token=1" -- lease renew --store "$store" --name n --owner A
 expect 0 "released" -- lease release --store "$store" --name n --owner A
 expect 0 "token=2" -- lease acquire --store "$store" --name n --owner B --ttl 60000
+# --token: exactly that grant; an earlier grant of the same owner is not the holder.
+expect 0 "released" -- lease release --store "$store" --name n --owner B --token 2
+expect 0 "token=3" -- lease acquire --store "$store" --name n --owner B --ttl 60000
+expect 3 "not the holder" -- lease renew --store "$store" --name n --owner B --token 2
+expect 0 "renewed token=3" -- lease renew --store "$store" --name n --owner B --token 3
+expect 2 "" -- lease renew --store "$store" --name n --owner B --token 0
+expect 2 "" -- lease renew --store "$store" --name n --owner B --token x
 
 # Snowflake: COUNT increasing IDs; runs on one state file never repeat.
 ids=$("$ctl" snowflake next -n 5)

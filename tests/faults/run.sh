@@ -182,7 +182,7 @@ case "$engine" in
     bash "$root/tests/zookeeper.sh" start "$state" "$port" 1 durable
     store="$(bash "$root/tests/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
 esac
-"$coordctl" store init --store "$store" --force >/dev/null
+"$coordctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none --force >/dev/null
 "$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
 
 # --- the clients -----------------------------------------------------------

@@ -47,7 +47,7 @@ std::unique_ptr<coord::redis::store> open_store(const std::string& prefix) {
 }
 std::string initialized_prefix() {
     const std::string prefix = coord::test::redis_fresh_prefix();
-    if (!open_store(prefix)->initialize()) ADD_FAILURE() << "cannot initialize";
+    if (!open_store(prefix)->initialize(coord::redis::initial_floors{})) ADD_FAILURE() << "cannot initialize";
     return prefix;
 }
 

@@ -83,7 +83,7 @@ struct redis_factory {
     std::string prefix = redis_fresh_prefix();
     std::unique_ptr<store_type> make(manual_clock clock) {
         auto s = std::make_unique<store_type>(redis_url(), clock, redis_options(prefix));
-        if (!s->initialize()) throw std::runtime_error("cannot initialize the test Redis store");
+        if (!s->initialize(coord::redis::initial_floors{})) throw std::runtime_error("cannot initialize the test Redis store");
         return s;
     }
     /// A second store on the same keys over its own connections, as another process would.

@@ -50,7 +50,7 @@ std::unique_ptr<coord::redis::store> fresh_store(const std::string& prefix = red
                                                  coord::redis::options o = {}) {
     o.prefix = prefix;
     auto s = std::make_unique<coord::redis::store>(redis_url(), coord::redis::server_clock{}, o);
-    auto init = s->initialize();
+    auto init = s->initialize(coord::redis::initial_floors{});
     if (!init) ADD_FAILURE() << init.error().message();
     return s;
 }
@@ -426,7 +426,10 @@ TEST(Redis, AStoreNotInitializedRefusesWhatNeedsItsDataAndServesLeasesAndSession
     ASSERT_FALSE(f);
     EXPECT_EQ(f.error(), coord::errc::store_uninitialized);
     EXPECT_EQ(f.error().code, coord::condition::corrupt_state);
-    EXPECT_NE(f.error().code.message().find("coordctl store init"), std::string::npos) << f.error().code.message();
+    // The refusal names what may be lost and the safe procedure: floors above what was handed out.
+    const auto words = f.error().code.message();
+    EXPECT_NE(words.find("segment counters"), std::string::npos) << words;
+    EXPECT_NE(words.find("--segment-floor N (at least the largest segment ID"), std::string::npos) << words;
     EXPECT_EQ(store.segment_allocate("ids", 10).error(), coord::errc::store_uninitialized);
     EXPECT_EQ(store.time_reserve("node", 10, 1).error(), coord::errc::store_uninitialized);
     EXPECT_EQ(store.revoke_token("jti", 10).error(), coord::errc::store_uninitialized);
@@ -440,14 +443,14 @@ TEST(Redis, AStoreNotInitializedRefusesWhatNeedsItsDataAndServesLeasesAndSession
     EXPECT_TRUE(store.lease_acquire("n", "A", 1h));
     EXPECT_TRUE(store.session_create("h", {.user = "u", .data = "d", .idle_timeout_ms = 1000, .absolute_timeout_ms = 2000}));
     // Initializing once works; again is refused; --force replaces the identity.
-    auto id = store.initialize();
+    auto id = store.initialize(coord::redis::initial_floors{});
     ASSERT_TRUE(id) << id.error().message();
     EXPECT_EQ(id->size(), 32u);
     EXPECT_TRUE(store.fence_write("k", 1, "v"));
     EXPECT_TRUE(store.fence_write("kept", 1, "a"));
-    EXPECT_EQ(store.initialize().error(), coord::errc::store_already_initialized);
+    EXPECT_EQ(store.initialize(coord::redis::initial_floors{}).error(), coord::errc::store_already_initialized);
     coord::redis::store other{redis_url(), {}, store.opts()};
-    auto forced = other.initialize(true);
+    auto forced = other.initialize(coord::redis::initial_floors{}, true);
     ASSERT_TRUE(forced);
     EXPECT_NE(*forced, *id);
     // A process that opened the store before is refused wherever the data
@@ -542,13 +545,45 @@ TEST(Redis, AServerThatLostItsDataRefusesInsteadOfReissuing) {
     ASSERT_TRUE(after) << after.error().code.message();
     EXPECT_GT(after->token, before->token);
 
-    // The operator initializes again: processes that opened it before stay refused.
+    // The operator follows the README's procedure: initialize again, stating
+    // floors above what the store handed out (the largest segment ID, the
+    // fence floor at the server's now, slots up to now not run again,
+    // reservations restarting at the server's now).
+    // Processes that opened it before stay refused; nothing is handed out twice.
     coord::redis::store fresh{redis_url(), {}, redis_options(prefix)};
-    ASSERT_TRUE(fresh.initialize());
+    coord::redis::initial_floors floors;
+    floors.segment = range->end - 1;
+    floors.fence_now = true;
+    floors.ledger_now = true;
+    floors.reservation_now = true;
+    ASSERT_TRUE(fresh.initialize(floors));
     EXPECT_EQ(store->segment_allocate("ids", 100).error(), coord::errc::store_identity_changed);
     auto restarted = fresh.segment_allocate("ids", 100);
     ASSERT_TRUE(restarted);
-    EXPECT_EQ(restarted->begin, 1u);  // the documented cost of re-initializing after a loss
+    EXPECT_EQ(restarted->begin, range->end) << "segment IDs continue above the floor";
+    auto other_tag = fresh.segment_allocate("other", 10);
+    ASSERT_TRUE(other_tag);
+    EXPECT_EQ(other_tag->begin, range->end) << "every tag whose counter is missing continues above the floor";
+    auto old_fence = fresh.fence_write("orders", 42, "late");
+    ASSERT_FALSE(old_fence);
+    EXPECT_EQ(old_fence.error(), coord::errc::stale_fence) << "a token accepted before the loss passes again";
+    EXPECT_GT(old_fence.error().highest, before->token) << "the fence floor is above every lease token granted";
+    EXPECT_GE(fresh.fence_read("orders")->fence, old_fence.error().highest);
+    EXPECT_FALSE(fresh.fence_read("orders")->written);
+    auto next_holder = fresh.lease_acquire("orders-writer", "C", 1h);
+    ASSERT_TRUE(next_holder);
+    EXPECT_TRUE(fresh.fence_write("orders", next_holder->token, "new holder")) << "a lease granted now passes the floor";
+    coord::basic_job_ledger<coord::redis::store> fresh_ledger{fresh};
+    auto rerun = fresh_ledger.run(s, "w3", "", [&](const coord::ledger_context&) {
+        ++ran;
+        return std::string("charged again");
+    });
+    ASSERT_TRUE(rerun) << rerun.error().message();
+    EXPECT_EQ(rerun->kind, coord::run_outcome::expired) << "a slot before the ledger floor ran again";
+    EXPECT_EQ(ran, 0);
+    auto reserved = fresh.time_reserve("node", 10, 1);
+    ASSERT_TRUE(reserved);
+    EXPECT_GT(*reserved, 10) << "a lost reservation restarts at the reservation floor, not at the caller's";
     // A counter that goes back under the same identity (a restored snapshot)
     // is caught by a store object that already got a later range.
     EXPECT_EQ(redis_command({"SET", fresh.key_tag() + "segment:ids", "0"}), "OK");
@@ -644,7 +679,7 @@ TEST(Redis, TheServersRefusalsMapToTheirConditions) {
         // MISCONF: the server cannot save (its directory vanished) and stops writes.
         side_server side("--save '3600 1' --appendonly no");
         coord::redis::store store{side.url(), {}, redis_options("misconf")};
-        ASSERT_TRUE(store.initialize());
+        ASSERT_TRUE(store.initialize(coord::redis::initial_floors{}));
         ASSERT_TRUE(store.fence_write("k", 1, "v"));
         std::filesystem::remove_all(side.dir());
         ASSERT_EQ(std::system(side.cli("bgsave >/dev/null").c_str()), 0);
@@ -719,7 +754,7 @@ std::chrono::steady_clock::duration timed(F f) {
 // SIGCONT the next call reconnects and the state is one the rule allows.
 TEST(Redis, APausedServerGivesUnknownOrUnavailableInBoundedTimeNeverASuccess) {
     auto store = std::make_unique<coord::redis::store>(redis_url(), coord::redis::server_clock{}, short_timeouts());
-    ASSERT_TRUE(store->initialize());
+    ASSERT_TRUE(store->initialize(coord::redis::initial_floors{}));
     ASSERT_TRUE(store->fence_write("k", 5, "five"));
     auto held = store->lease_acquire("n", "A", 1h);
     ASSERT_TRUE(held);

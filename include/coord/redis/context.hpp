@@ -116,23 +116,37 @@ public:
         if (!r) return unexpected(r.error());
         if ((*r)->type != REDIS_REPLY_STRING)
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words()));
-        id = std::string(text(r->get()));
-        if (!well_formed_identity(id))
+        const std::string_view value = text(r->get());
+        if (!well_formed_identity(value))
             return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
                                            "the identity key of the Redis store at " + calls_.url() + " (" + keys_.tag() +
                                                ") holds a value coord did not write (an identity is 32 hex digits)"));
+        id = std::string(value.substr(0, 32));
         set_identity(id);
         return id;
     }
 
-    /// An identity as initialize() writes it: 32 lowercase hex digits. The
-    /// fence record's layout depends on that length (scripts.hpp), so an
-    /// identity key holding anything else is never used.
-    static bool well_formed_identity(std::string_view id) noexcept {
-        if (id.size() != 32) return false;
-        for (char ch : id)
+    /// An identity key's value as initialize() writes it: 32 lowercase hex
+    /// digits (the identity), then its floors, ":<segment>:<fence: 20
+    /// digits>:<ledger ms>:<reservation ms>" (scripts.hpp, "Floors"; a key
+    /// written by an earlier coord has none). The fence record's layout
+    /// depends on the identity's length, so an identity key holding anything
+    /// else is never used.
+    static bool well_formed_identity(std::string_view v) noexcept {
+        if (v.size() < 32) return false;
+        for (char ch : v.substr(0, 32))
             if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
-        return true;
+        if (v.size() == 32) return true;
+        int fields = 0;
+        for (std::size_t i = 32; i < v.size();) {
+            if (v[i] != ':') return false;
+            const auto end = v.find(':', i + 1);
+            const auto f = v.substr(i + 1, (end == std::string_view::npos ? v.size() : end) - i - 1);
+            if (f.empty() || f.size() > 20 || f.find_first_not_of("0123456789") != std::string_view::npos) return false;
+            if (++fields == 2 && f.size() != 20) return false;
+            i = end == std::string_view::npos ? v.size() : end;
+        }
+        return fields == 4;
     }
 
     /// A script's answer with its status ('B', 'U', 'C') made the error it names.
@@ -156,7 +170,15 @@ public:
 private:
     std::string uninitialized_words() const {
         return "the Redis store at " + calls_.url() + " (keys " + keys_.tag() +
-               ") has no identity key: never initialized, or it lost its data; run coordctl store init";
+               ") has no identity key: it was never initialized, or it lost its data (fence records, segment "
+               "counters, ledger records, time reservations and token revocations may be gone), so nothing that "
+               "needs them is answered. Initialize it stating floors above everything it handed out, and nothing "
+               "is handed out again: coordctl store init --store URL --segment-floor N (at least the largest "
+               "segment ID it ever handed out) --fence-floor N|now (at least the highest fence token it accepted; "
+               "now: the server's time in microseconds, above every lease token it granted) --ledger-floor "
+               "INSTANT|now (slots scheduled up to it are not run again; none for a store that never served "
+               "coord) [--reservation-floor INSTANT|now] (time reservations restart there; default now); README: "
+               "\"When a store lost its data\"";
     }
 
     pool& calls_;

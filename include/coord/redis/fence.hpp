@@ -58,8 +58,11 @@ public:
             const auto highest = detail::u64_of(detail::element(r->get(), 1));
             if (detail::elements(r->get()) != 5 || !highest) return unexpected(write_error{detail::bad_reply("fence read"), 0});
             const bool written = detail::element(r->get(), 2) == "1";
-            if (written && token < *highest)
+            // A missing record reads as its floor when the store was
+            // initialized with one (scripts.hpp, "Floors").
+            if (token < *highest)
                 return unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), *highest});
+            (void)written;
             std::string value(detail::element(r->get(), 3));
             const std::string version(detail::element(r->get(), 4));
             fn(value);

@@ -27,6 +27,15 @@
 // tokens never go back even when the lease's record is lost. Sessions need
 // none: a lost session is a signed-out user.
 //
+// Floors. The identity key's value is the identity (32 hex digits), then,
+// when the operator initialized the store stating what it had handed out
+// before (store::initialize), ":<segment>:<fence, 20 digits>:<ledger ms>:
+// <reservation ms>": where a record is missing (possibly lost), a segment
+// counter continues above the segment floor, a fence refuses tokens below
+// the fence floor, a slot scheduled at or before the ledger floor is not run
+// again (expired), and a time reservation starts at the reservation floor.
+// They are read only where `unsafe` reads the identity key anyway.
+//
 // Cost. A command inside a script (redis.call) costs about as much server
 // time as the script's own call, and so does every few arguments: the scripts
 // of the hot paths (fence write, lease acquire and release, segment
@@ -109,8 +118,8 @@ namespace coord::redis::scripts {
     "local function unsafe(idkey, want)\n"                                                              \
     "  local id = redis.call('GET', idkey)\n"                                                           \
     "  if not id then return 'U' end\n"                                                                 \
-    "  if want ~= '' and id ~= want then return 'C' end\n"                                              \
-    "  return false\n"                                                                                  \
+    "  if want ~= '' and string.sub(id, 1, 32) ~= want then return 'C' end\n"                          \
+    "  return false, id\n"                                                                              \
     "end\n"
 // Every helper: for the scripts off the hot paths.
 #define COORD_REDIS_LUA_PRELUDE \
@@ -205,8 +214,12 @@ inline const detail::script fence_write_checked{COORD_REDIS_LUA_WRITES
     "local old = redis.call('SET', KEYS[2], rec, 'GET')\n"
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[2]") R"LUA(
 if oid ~= id then
-  local bad = unsafe(KEYS[1], id)
+  local bad, idv = unsafe(KEYS[1], id)
   if bad then put_back(KEYS[2], old) return bad end
+  if not old then
+    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+    if fl and ucmp(token, fl) < 0 then put_back(KEYS[2], old) return 'S' .. fl end
+  end
 end
 )LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[2]")};
 
@@ -217,7 +230,13 @@ inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNS
     "if rec then\n"
     "  oid, h, at = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " %d*\\n()')\n"
     "  if not h then return {'B'} end\n"
-    "end\n" R"LUA(if oid ~= ARGV[1] then local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end end
+    "end\n" R"LUA(if oid ~= ARGV[1] then
+  local bad, idv = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+  if not rec then
+    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+    if fl then return {'OK', fl, '0', '', ''} end
+  end
+end
 if not rec then return {'OK', '0', '0', '', ''} end
 local version = '' if ARGV[2] == '1' then version = redis.sha1hex(rec) end
 return {'OK', h, '1', string.sub(rec, at), version}
@@ -233,7 +252,13 @@ local oid, h, q
 if rec then
 )LUA" "  oid, h, q = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " (%d*)\\n')\n" R"LUA(  if not h then return 'B' end
 end
-if oid ~= id then local bad = unsafe(KEYS[1], id) if bad then return bad end end
+if oid ~= id then
+  local bad, idv = unsafe(KEYS[1], id) if bad then return bad end
+  if not rec then
+    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+    if fl and ucmp(token, fl) < 0 then return 'S' .. fl end
+  end
+end
 if rec and ucmp(token, h) < 0 then return 'S' .. h end
 local version = '' if rec then version = redis.sha1hex(rec) end
 if version ~= ARGV[3] then return 'R' end
@@ -504,9 +529,10 @@ return {'0'}
 
 /// KEYS: identity, reservation hash (h highest token, u until_ms). ARGV: identity, until_ms, token.
 inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_UNSAFE R"LUA(
-local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+local bad, idv = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local f = redis.call('HMGET', KEYS[2], 'h', 'u')
 local h, u = f[1] or '0', f[2] or '0'
+if not f[2] then u = string.match(idv, '^%x+:%d+:%d+:%d+:(%d+)$') or '0' end
 if ucmp(ARGV[3], h) < 0 then return {'S', h} end
 if cmp(ARGV[2], u) > 0 then u = ARGV[2] end
 redis.call('HSET', KEYS[2], 'h', ARGV[3], 'u', u)
@@ -528,8 +554,13 @@ if type(r) == 'table' and r.err then
   return r
 end
 if r == tonumber(ARGV[2]) then
-  local bad = unsafe(KEYS[1], ARGV[1])
+  local bad, idv = unsafe(KEYS[1], ARGV[1])
   if bad then redis.call('DECRBY', KEYS[2], ARGV[2]) return bad end
+  local fl = string.match(idv, '^%x+:(%d+):')
+  if fl and fl ~= '0' then
+    r = redis.pcall('INCRBY', KEYS[2], fl)
+    if type(r) == 'table' then redis.call('DECRBY', KEYS[2], ARGV[2]) return 'E' end
+  end
 end
 if r < 9007199254740992 then return string.format('%d', r) end
 return redis.call('GET', KEYS[2])
@@ -546,8 +577,10 @@ return redis.call('GET', KEYS[2])
 /// {kind, fence, attempt, holder, lease_until, result}; kind as claim_outcome.
 inline const detail::script ledger_claim{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
 local now = clock(ARGV[1])
-local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
+local bad, idv = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
 if cmp(ARGV[9], ms_of(now)) < 0 then return {'4', '0', '0', '', '0', ''} end
+local lf = string.match(idv, '^%x+:%d+:%d+:(%d+):')
+if lf and ucmp(ARGV[4], lf) <= 0 and redis.call('EXISTS', KEYS[2]) == 0 then return {'4', '0', '0', '', '0', ''} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f', 'a', 'h', 'lu', 'ph', 'r')
 local st, f, a = r[1] or '0', r[2] or '0', tonumber(r[3] or '0')
 if (a > 0 or st ~= '0') and (r[6] or '') ~= ARGV[7] then return {'3', '0', '0', '', '0', ''} end

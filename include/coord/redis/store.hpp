@@ -18,8 +18,9 @@
 // judged on the server's TIME inside it; no call sends the client's time.
 //
 //   coord::redis::store store{"redis://10.0.0.5:6379/0"};
-//   // once, when the store is new (coordctl store init --store redis://...):
-//   store.initialize();
+//   // once, when the store is new (coordctl store init --store redis://...
+//   // --segment-floor 0 --fence-floor 0 --ledger-floor none):
+//   store.initialize(coord::redis::initial_floors{});
 //   coord::basic_lease_manager leases{store};
 //
 // What Redis can lose, and what the store does about it (README, "Redis:
@@ -30,7 +31,8 @@
 // needs the lost data (fences, reservations, segments, the ledger,
 // revocations) checks the store's identity key in the same script and
 // refuses (errc::store_uninitialized) once it is gone, until an operator
-// initializes the store again.
+// initializes the store again stating floors above what it handed out
+// (initial_floors), so that nothing is handed out twice.
 //
 // Errors: a refusal by the rule is the usual errc. A failure of the server or
 // the connection is a redis::errc (condition unavailable) whose detail() is
@@ -42,6 +44,10 @@
 #define COORD_STORE_HEADER_INCLUDED 1
 #endif
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -82,6 +88,34 @@ struct store_base {
 /// Redis as every store concept it can serve atomically. Clock:
 /// server_clock (production: every expiry judged on the server's TIME) or a
 /// unix_clock whose readings are sent (tests).
+/// What an operator states when initializing a store (store::initialize):
+/// floors at or above everything the store handed out before, so that a
+/// store that lost its data hands nothing out twice (README, "When a store
+/// lost its data"). A store that never served coord takes zeros.
+struct initial_floors {
+    /// The largest segment ID the store ever handed out (any tag): a tag
+    /// whose counter is missing continues above it. 0: none handed out.
+    std::uint64_t segment = 0;
+    /// The highest fence token any fenced key accepted: a key whose record
+    /// is missing refuses tokens below it. With fence_now, the server's time
+    /// in microseconds instead, which is above every lease token this Redis
+    /// granted (lease tokens are at least the server's time in microseconds).
+    fence_token fence = 0;
+    bool fence_now = false;
+    /// Slots scheduled at or before this instant (Unix milliseconds) that
+    /// have no record are not run again (a claim answers expired): their
+    /// done records may have been lost. With ledger_now, the server's now.
+    std::int64_t ledger_ms = 0;
+    bool ledger_now = false;
+    /// A time reservation (Snowflake's reserved-until) whose record is
+    /// missing starts at this instant (Unix milliseconds): at least the
+    /// latest instant any reservation reached (a generator reserves up to
+    /// its reserve_ahead past its clock). With reservation_now, the
+    /// server's now.
+    std::int64_t reservation_ms = 0;
+    bool reservation_now = false;
+};
+
 template <class Clock = server_clock>
 class basic_store : private detail::store_base<Clock>,
                     public fence_adapter<Clock>,
@@ -122,20 +156,29 @@ public:
         if (!id) throw store_error(id.error(), "coord: Redis at " + base::pool_.url() + ": " + id.error().detail());
         // An identity key of another shape is left to known_identity, which refuses it.
         if ((*id)->type == REDIS_REPLY_STRING && base::context_.well_formed_identity(detail::text(id->get())))
-            base::context_.set_identity(std::string(detail::text(id->get())));
+            base::context_.set_identity(std::string(detail::text(id->get()).substr(0, 32)));
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
 
     /// Initializes the store: writes its identity key (a new random value),
-    /// which every script that needs the store's data checks. Refused with
-    /// errc::store_already_initialized when the store has one, unless
-    /// `force`: then a new identity replaces it, and every process that
-    /// opened the store before is refused (store_identity_changed) until it
-    /// reopens. Re-initializing after a loss does not bring the lost data
-    /// back: segment tags start at 1 again and done ledger slots are
-    /// forgotten (README, "Redis: durability"). Returns the new identity.
-    result<std::string> initialize(bool force = false) {
+    /// which every script that needs the store's data checks, with the
+    /// floors `f` states: where a record is missing (never written, or lost
+    /// with the data) a segment tag continues above the segment floor, a
+    /// fence refuses tokens below the fence floor, a slot scheduled at or
+    /// before the ledger floor is not run again, and a time reservation
+    /// starts at the reservation floor. Stating floors at or above everything the
+    /// store handed out before a loss means nothing is handed out twice
+    /// (README, "When a store lost its data"); a store that never served
+    /// coord takes zeros. Refused with errc::store_already_initialized when
+    /// the store has an identity, unless `replace`: then the new identity
+    /// and floors replace it, and every process that opened the store before
+    /// is refused (store_identity_changed) until it reopens. Cost: two round
+    /// trips (TIME, SET). Returns the new identity. Throws
+    /// std::invalid_argument for a segment floor above 2^63-2.
+    result<std::string> initialize(const initial_floors& f, bool replace = false) {
+        if (f.segment > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - 1)
+            throw std::invalid_argument("coord::redis: the segment floor must be below 2^63-1");
         unsigned char raw[16];
         coord::detail::os_entropy(raw, sizeof raw);
         static constexpr char hex[] = "0123456789abcdef";
@@ -144,15 +187,24 @@ public:
             id += hex[b >> 4];
             id += hex[b & 15];
         }
+        auto now = server_now_ns();
+        if (!now) return unexpected(now.error());
+        const fence_token fence = f.fence_now ? static_cast<fence_token>(*now / 1000) : f.fence;
+        const std::int64_t ledger_ms = f.ledger_now ? *now / 1'000'000 : f.ledger_ms;
+        const std::int64_t reservation_ms = f.reservation_now ? *now / 1'000'000 : f.reservation_ms;
+        std::string value = id + ":" + std::to_string(f.segment) + ":" + detail::token_digits(fence) + ":" +
+                            std::to_string(std::max<std::int64_t>(ledger_ms, 0)) + ":" +
+                            std::to_string(std::max<std::int64_t>(reservation_ms, 0));
         pool::call c(base::pool_);
-        detail::command set{"SET", base::context_.key().identity(), id};
-        if (!force) set.push_back("NX");
+        detail::command set{"SET", base::context_.key().identity(), std::move(value)};
+        if (!replace) set.push_back("NX");
         auto r = c.command(set, true);
         if (!r) return unexpected(r.error());
         if ((*r)->type == REDIS_REPLY_NIL)
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
                                            "the Redis store at " + base::pool_.url() + " (" + base::context_.key().tag() +
-                                               ") is already initialized; --force replaces its identity"));
+                                               ") is already initialized; replacing its identity (--force) makes "
+                                               "every process that opened it reopen"));
         base::context_.set_identity(id);
         return id;
     }
@@ -163,7 +215,7 @@ public:
         auto r = c.command({"GET", base::context_.key().identity()}, false);
         if (!r) return unexpected(r.error());
         if ((*r)->type != REDIS_REPLY_STRING) return std::string();
-        return std::string(detail::text(r->get()));
+        return std::string(detail::text(r->get()).substr(0, 32));
     }
 
     /// The server's clock now, in nanoseconds since the Unix epoch

@@ -39,7 +39,13 @@ struct write_error {
     /// infrastructure errors, when it is not known).
     fence_token highest = 0;
 
-    friend bool operator==(const write_error& e, errc c) noexcept { return e.code == c; }
+    /// Compares like `code`: with a coord::errc, an engine's code enum, or a
+    /// coord::condition (`e == coord::condition::refused`).
+    template <class E>
+        requires std::is_error_code_enum_v<E> || std::is_error_condition_enum_v<E>
+    friend bool operator==(const write_error& e, E c) noexcept {
+        return e.code == c;
+    }
 };
 
 namespace detail {

@@ -52,7 +52,13 @@ struct lease_error {
     /// is how long the holder's term still runs.
     std::chrono::nanoseconds now{0};
 
-    friend bool operator==(const lease_error& e, errc c) noexcept { return e.code == c; }
+    /// Compares like `code`: with a coord::errc, an engine's code enum, or a
+    /// coord::condition (`e == coord::condition::refused`).
+    template <class E>
+        requires std::is_error_code_enum_v<E> || std::is_error_condition_enum_v<E>
+    friend bool operator==(const lease_error& e, E c) noexcept {
+        return e.code == c;
+    }
 };
 
 /// A waiter's place in the queue of one lease name.

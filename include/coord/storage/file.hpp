@@ -30,6 +30,14 @@
 // would keep the old state. A lock file removed or replaced while a process
 // waits on it never yields an exclusive step: after the flock the store
 // checks that the file it locked is the one at the path, and retries if not.
+// Nor does one removed while a process holds it (a temp-file cleaner): the
+// commit is a compare-and-swap on the state file's identity. Each write goes
+// to a temporary file it creates exclusively, and the rename is made, under
+// a short flock on the directory that every writer takes for its rename,
+// only if the state file at the path is still the one the operation read and
+// the temporary file is still its own; otherwise nothing was written and the
+// operation runs again on the state now at the path. So two processes are
+// never both told they hold one name, whatever happens to the lock file.
 // A path that is a directory, FIFO, device or socket is refused at open
 // (errc::state_not_regular), without blocking. A rewrite keeps the state
 // file's mode and owner. A state over the format's limits (a string over 256
@@ -697,16 +705,29 @@ private:
     auto transact(Op&& op, Changed changed = {}) -> decltype(op(std::declval<detail::file_state&>(), std::int64_t{})) {
         using R = decltype(op(std::declval<detail::file_state&>(), std::int64_t{}));
         std::lock_guard lk(mutex_);
-        lock_guard fl;
-        if (auto ec = lock_current(fl, Mutates ? LOCK_EX : LOCK_SH)) return R(unexpected(as_error<E>(ec)));
-        auto s = load();
-        if (!s) return R(unexpected(as_error<E>(s.error())));
-        R r = op(*s, since_epoch_ns(clock_.now()));
-        if constexpr (Mutates) {
-            if (r.has_value() && changed(r))
-                if (auto ec = save(*s)) return R(unexpected(as_error<E>(ec)));
+        const auto until = coord::detail::deadline_after(options_.lock_timeout);
+        for (;;) {
+            lock_guard fl;
+            if (auto ec = lock_current(fl, Mutates ? LOCK_EX : LOCK_SH, until)) return R(unexpected(as_error<E>(ec)));
+            auto s = load();
+            if (!s) return R(unexpected(as_error<E>(s.error())));
+            R r = op(*s, since_epoch_ns(clock_.now()));
+            if constexpr (Mutates) {
+                if (r.has_value() && changed(r)) {
+                    bool lost = false;
+                    if (auto ec = save(*s, lost)) return R(unexpected(as_error<E>(ec)));
+                    // Another process changed the state after we read it (our
+                    // lock file was removed under us): nothing was written;
+                    // run the operation again on the state now at the path.
+                    if (lost) {
+                        if (coord::detail::deadline_clock::now() >= until)
+                            return R(unexpected(as_error<E>(make_error_code(errc::lock_timeout))));
+                        continue;
+                    }
+                }
+            }
+            return r;
         }
-        return r;
     }
 
     // Opens the lock file at lock_path_ (creating it), refusing anything but
@@ -729,7 +750,9 @@ private:
     // step (lock, then check that the file locked is still the one at the
     // path; reopen and retry otherwise). A forked child reopens its own.
     std::error_code lock_current(lock_guard& fl, int how) {
-        const auto until = coord::detail::deadline_after(options_.lock_timeout);
+        return lock_current(fl, how, coord::detail::deadline_after(options_.lock_timeout));
+    }
+    std::error_code lock_current(lock_guard& fl, int how, coord::detail::deadline until) {
         for (;;) {
             if (!lock_fd_ || pid_ != ::getpid())
                 if (auto ec = open_lock()) return ec;
@@ -761,6 +784,7 @@ private:
         auto recorded = recorded_generation();
         if (!recorded) return unexpected(recorded.error());
         const auto floor = std::max(seen_generation_, *recorded);
+        loaded_ = {};
         detail::unique_fd fd(detail::retry_open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
         if (!fd) {
             if (errno == ENOENT) {
@@ -774,6 +798,7 @@ private:
         }
         struct stat st {};
         if (::fstat(fd.get(), &st) != 0) return unexpected(detail::last_errno());
+        loaded_ = file_identity{true, st.st_dev, st.st_ino};
         if (!S_ISREG(st.st_mode)) return unexpected(make_error_code(errc::state_not_regular));
         if (st.st_nlink > 1) return unexpected(make_error_code(errc::state_hard_linked));
         if (static_cast<std::uint64_t>(st.st_size) > detail::file_format::max_file)
@@ -803,17 +828,37 @@ private:
         return s;
     }
 
-    std::error_code save(detail::file_state& s) {
+    // Writes `s` as the next generation and renames it over the state file
+    // if the state file is still the one load() read (compare-and-swap under
+    // a short flock on the directory, which every writer takes for its
+    // rename). `lost`: another writer got there first, nothing was written.
+    std::error_code save(detail::file_state& s, bool& lost) {
         ++s.generation;
         const auto bytes = detail::file_format::encode(s);
         if (!bytes) return bytes.error();  // over the format's limits: nothing written
+        file_identity mine;
         {
-            detail::unique_fd fd(
-                detail::retry_open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK));
-            if (!fd) return errno == ELOOP || errno == ENXIO ? make_error_code(errc::state_not_regular) : detail::last_errno();
+            // A temporary file of this write's own, created exclusively, so
+            // that another writer (holding another lock file) cannot write
+            // into it; a crashed writer's leftover is removed first (anything
+            // but a regular file there is refused, not removed).
+            struct stat left {};
+            if (::lstat(tmp_path_.c_str(), &left) == 0 && !S_ISREG(left.st_mode))
+                return make_error_code(errc::state_not_regular);
+            if (::unlink(tmp_path_.c_str()) != 0 && errno != ENOENT) return detail::last_errno();
+            detail::unique_fd fd(detail::retry_open(tmp_path_.c_str(),
+                                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK));
+            if (!fd) {
+                if (errno == EEXIST) {  // another writer's, made just now
+                    lost = true;
+                    return {};
+                }
+                return errno == ELOOP || errno == ENXIO ? make_error_code(errc::state_not_regular) : detail::last_errno();
+            }
             struct stat st {};
             if (::fstat(fd.get(), &st) != 0) return detail::last_errno();
             if (!S_ISREG(st.st_mode)) return make_error_code(errc::state_not_regular);
+            mine = file_identity{true, st.st_dev, st.st_ino};
             // The new file keeps the old one's mode and owner.
             if (have_mode_) {
                 if ((st.st_uid != uid_ || st.st_gid != gid_) && ::fchown(fd.get(), uid_, gid_) != 0)
@@ -831,13 +876,32 @@ private:
             }
             if (options_.fsync && ::fsync(fd.get()) != 0) return detail::last_errno();
         }
-        if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) return detail::last_errno();
-        seen_generation_ = s.generation;
-        if (options_.fsync) {
+        {
+            // Kept open; a forked child opens its own (an flock belongs to
+            // the open file, which a child shares with its parent).
+            if (!dir_fd_ || dir_pid_ != ::getpid()) {
+                dir_fd_.reset(detail::retry_open(dir_.c_str(), O_RDONLY | O_DIRECTORY));
+                if (!dir_fd_) return detail::last_errno();
+                dir_pid_ = ::getpid();
+            }
+            const int dir = dir_fd_.get();
+            lock_guard dl;
+            if (auto ec = dl.lock(dir, LOCK_EX, coord::detail::deadline_after(options_.lock_timeout))) return ec;
+            if (identity_at(tmp_path_.c_str()) != mine) {
+                lost = true;  // another writer replaced our temporary file
+                return {};
+            }
+            if (identity_at(path_.c_str()) != loaded_) {
+                lost = true;  // another writer renamed its state in after we read
+                ::unlink(tmp_path_.c_str());
+                return {};
+            }
+            if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) return detail::last_errno();
+            dl.unlock();
+            seen_generation_ = s.generation;
             // The new state is visible from here on; if the directory cannot
             // be made durable we cannot say whether a power cut would keep it.
-            detail::unique_fd dir(detail::retry_open(dir_.c_str(), O_RDONLY | O_DIRECTORY));
-            if (!dir || ::fsync(dir.get()) != 0) return make_error_code(errc::outcome_unknown);
+            if (options_.fsync && ::fsync(dir) != 0) return make_error_code(errc::outcome_unknown);
         }
         // Recorded after the state is in place (and durable): a later process
         // that finds an older state file than this knows it went back.
@@ -849,6 +913,19 @@ private:
         return {};
     }
 
+    // A file's identity (device and inode), or none (no file at the path).
+    struct file_identity {
+        bool exists = false;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        bool operator==(const file_identity&) const = default;
+    };
+    static file_identity identity_at(const char* path) noexcept {
+        struct stat st {};
+        if (::lstat(path, &st) != 0) return {};
+        return file_identity{true, st.st_dev, st.st_ino};
+    }
+
     std::filesystem::path path_;
     std::string lock_path_;
     std::string tmp_path_;
@@ -858,7 +935,10 @@ private:
     std::mutex mutex_;
     detail::unique_fd lock_fd_;
     pid_t pid_ = 0;
+    detail::unique_fd dir_fd_;  // the state file's directory: its flock guards each commit
+    pid_t dir_pid_ = 0;
     std::uint64_t seen_generation_ = 0;
+    file_identity loaded_;  // the state file the current operation read
     // The state file's mode and owner as last loaded, kept across rewrites.
     bool have_mode_ = false;
     mode_t mode_ = 0;
