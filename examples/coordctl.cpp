@@ -5,25 +5,33 @@
 //   0 success; 3 refused by the primitive's rule (stale fence, lease held);
 //   2 bad usage or configuration; 1 infrastructure error (I/O, corrupt state).
 //
-//   coordctl fence write --store file:PATH --key K --token N --value V
-//   coordctl fence read  --store file:PATH --key K
-//   coordctl lease acquire --store file:PATH --name N [--owner O] --ttl MILLISECONDS [--wait D]
-//   coordctl lease renew   --store file:PATH --name N --owner O [--token T]
-//   coordctl lease release --store file:PATH --name N --owner O [--token T]
-//   coordctl snowflake next [--node N] [-n COUNT] [--state file:PATH]
+// S is any store spec: file:PATH, sqlite:PATH, postgres:CONNINFO,
+// redis://HOST:PORT[/DB], etcd://HOST:PORT[,...], zookeeper://HOST:PORT[,...][/ROOT];
+// every command with a store takes --timeout D. `coordctl --help` is the
+// full list; in short:
+//
+//   coordctl store init --store S --segment-floor N --fence-floor N|now --ledger-floor ISO|now|none
+//                       [--reservation-floor ISO|now|none] [--force]
+//   coordctl fence write --store S --key K --token N --value V
+//   coordctl fence read  --store S --key K
+//   coordctl lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait D]
+//   coordctl lease renew   --store S --name N --owner O [--token T]
+//   coordctl lease release --store S --name N --owner O [--token T]
+//   coordctl snowflake next [--node N] [-n COUNT] [--state S]
 //   coordctl snowflake decode ID
-//   coordctl segment next --store file:PATH --tag T [-n COUNT]
+//   coordctl segment next --store S --tag T [-n COUNT]
 //   coordctl uuid7 [-n COUNT]
 //   coordctl uuid inspect UUID
-//   coordctl ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]
-//   coordctl ledger claim --store file:PATH --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]
-//   coordctl session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]
-//   coordctl session load|revoke --store postgres:CONNINFO --id ID
+//   coordctl ledger run --store S --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]
+//   coordctl ledger claim --store S --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]
+//   coordctl session create --store S --user U [--idle-timeout S] [--absolute-timeout S]
+//   coordctl session load|revoke --store S --id ID
 //   coordctl schedule next --cron EXPR --tz ZONE [--from ISO] [-n COUNT]
 //   coordctl cron run --store S --job ID --cron EXPR --tz ZONE [--catch-up D] [--overlap allow|forbid|replace]
 //                     [--lease-ttl MS] [--for D] [--stop-grace D] [--max-attempts N] [--max-running N] [--worker W]
 //                     [--schedule-version N] [--take-over-from INSTANT|now] -- COMMAND [ARGS...]
 //   coordctl cron status --store S --job ID [-n COUNT]
+//   coordctl jwt verify|sign ...
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -99,23 +107,24 @@ constexpr const char* usage_text =
     "                 until then; the floors state what it handed out before, so nothing is handed out twice: a\n"
     "                 new store takes 0 0 none; the reservation floor defaults to now; refused when initialized\n"
     "                 unless --force; other stores need none)\n"
-    "  fence write   --store file:PATH --key K --token N --value V\n"
-    "  fence read    --store file:PATH --key K\n"
-    "  lease acquire --store file:PATH --name N [--owner O] --ttl MILLISECONDS [--wait DURATION]\n"
+    "  fence write   --store S --key K --token N --value V\n"
+    "  fence read    --store S --key K\n"
+    "  lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait DURATION]\n"
     "                (without --owner: a unique owner, HOST:PID:RANDOM, printed with the token)\n"
-    "  lease renew   --store file:PATH --name N --owner O [--token T]   (--token: exactly that grant)\n"
-    "  lease release --store file:PATH --name N --owner O [--token T]\n"
-    "  snowflake next [--node N] [-n COUNT] [--state file:PATH|sqlite:PATH]\n"
-    "                (without --state, IDs are unique only within one invocation)\n"
+    "  lease renew   --store S --name N --owner O [--token T]   (--token: exactly that grant)\n"
+    "  lease release --store S --name N --owner O [--token T]\n"
+    "  snowflake next [--node N] [-n COUNT] [--state S]\n"
+    "                (--state: any store, where the node's lease and the reserved time live; without it,\n"
+    "                 IDs are unique only within one invocation)\n"
     "  snowflake decode ID\n"
-    "  segment next --store file:PATH --tag T [-n COUNT]\n"
+    "  segment next --store S --tag T [-n COUNT]\n"
     "  uuid7 [-n COUNT]\n"
     "  uuid inspect UUID\n"
-    "  ledger run --store file:PATH --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]\n"
+    "  ledger run --store S --slot SLOT --effect-file F [--replay-window-hours H] [--lease-ttl MS]\n"
     "                (the effect appends the line SLOT to F unless F holds it: idempotent per slot)\n"
-    "  ledger claim --store file:PATH --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]\n"
-    "  session create --store postgres:CONNINFO --user U [--idle-timeout S] [--absolute-timeout S]\n"
-    "  session load|revoke --store postgres:CONNINFO --id ID\n"
+    "  ledger claim --store S --slot SLOT --worker W [--lease-ttl MS] [--replay-window-hours H]\n"
+    "  session create --store S --user U [--idle-timeout S] [--absolute-timeout S]\n"
+    "  session load|revoke --store S --id ID\n"
     "  schedule next --cron EXPR --tz ZONE [--from YYYY-MM-DDTHH:MM[:SS]Z] [-n COUNT]\n"
     "  cron run --store S --job ID --cron EXPR --tz ZONE [--catch-up D] [--overlap allow|forbid|replace]\n"
     "           [--lease-ttl MS] [--for D] [--stop-grace D] [--max-attempts N] [--max-running N] [--worker W]\n"
@@ -207,6 +216,8 @@ private:
 const std::string& name_option(const options& o, const std::string& option) {
     const auto& v = o.required(option);
     if (v.empty()) throw usage_error("--" + option + " must not be empty");
+    if (v.size() > coord::max_name_size)
+        throw usage_error("--" + option + " must be at most 1024 bytes, got " + std::to_string(v.size()));
     if (!coord::detail::valid_name_text(v)) throw usage_error("--" + option + " must be valid UTF-8 text, got '" + printable(v) + "'");
     return v;
 }
@@ -251,26 +262,12 @@ int infra(const coord::redis::store& s, const coord::error& ec) {
     std::fprintf(stderr, "error: %s: %s%s\n", s.url().c_str(), ec.message().c_str(), assumption(ec));
     return exit_for(ec);
 }
-
-/// A Redis store from redis://HOST:PORT[/DB] (usage error when malformed).
-coord::redis::options redis_options_of(const std::string& spec, std::chrono::milliseconds timeout) {
-    if (auto a = coord::redis::parse_url(spec); !a) throw usage_error("--store " + printable(spec) + ": " + a.error());
-    coord::redis::options ro;
-    if (timeout.count() > 0) ro.operation_timeout = ro.connect_timeout = timeout;
-    return ro;
-}
 #endif
 
 #if defined(COORD_HAS_ZOOKEEPER)
 int infra(const coord::zookeeper::store& s, const coord::error& ec) {
     std::fprintf(stderr, "error: %s: %s%s\n", s.url().c_str(), ec.message().c_str(), assumption(ec));
     return exit_for(ec);
-}
-coord::zookeeper::options zookeeper_options_of(const std::string& spec, std::chrono::milliseconds timeout) {
-    if (auto a = coord::zookeeper::parse_url(spec); !a) throw usage_error("--store " + printable(spec) + ": " + a.error());
-    coord::zookeeper::options zo;
-    if (timeout.count() > 0) zo.operation_timeout = zo.connect_timeout = timeout;
-    return zo;
 }
 #endif
 
@@ -284,8 +281,8 @@ int infra(const coord::etcd::store& s, const coord::error& ec) {
 /// Opens the store named by --store (file:PATH, or an engine's scheme where
 /// coordctl was built with it) and calls f(store).
 template <class F>
-int with_store(const options& o, F&& f) {
-    const auto& spec = o.required("store");
+int with_store(const options& o, F&& f, const std::string& option = "store") {
+    const auto& spec = o.required(option);
     // 0: not given (the store's default). (Not an optional: g++ 12 warns falsely.)
     const std::chrono::milliseconds timeout = o.has("timeout") ? o.duration("timeout") : std::chrono::milliseconds{0};
     bool opened = false;
@@ -296,7 +293,9 @@ int with_store(const options& o, F&& f) {
         });
     } catch (const coord_examples::store_spec_error& e) {
         if (opened) throw;
-        throw usage_error(e.what());
+        std::string why = e.what();
+        if (option != "store" && why.rfind("--store", 0) == 0) why = "--" + option + why.substr(7);
+        throw usage_error(why);
     }
 }
 
@@ -448,45 +447,9 @@ int snowflake_command(std::string_view verb, const std::vector<std::string_view>
             coord::memory_store store;
             return snowflake_next(store, node, count);
         }
-        const auto& spec = o.required("state");
-#if defined(COORD_HAS_SQLITE)
-        if (spec.rfind("sqlite:", 0) == 0 && spec.size() > 7) {
-            coord::sqlite::options so;
-            if (o.has("timeout")) so.busy_timeout = o.duration("timeout");
-            coord::sqlite::store store{spec.substr(7), {}, so};
-            return snowflake_next(store, node, count);
-        }
-#endif
-#if defined(COORD_HAS_REDIS)
-        if (spec.rfind("redis://", 0) == 0) {
-            coord::redis::store store{spec, {}, redis_options_of(spec, o.has("timeout") ? o.duration("timeout")
-                                                                                        : std::chrono::milliseconds{0})};
-            return snowflake_next(store, node, count);
-        }
-#endif
-#if defined(COORD_HAS_ETCD)
-        if (spec.rfind("etcd://", 0) == 0) {
-            if (auto e = coord::etcd::parse_url(spec); !e) throw usage_error("--state " + printable(spec) + ": " + e.error());
-            coord::etcd::options eo;
-            if (o.has("timeout")) eo.operation_timeout = eo.connect_timeout = o.duration("timeout");
-            coord::etcd::store store{spec, {}, eo};
-            return snowflake_next(store, node, count);
-        }
-#endif
-#if defined(COORD_HAS_ZOOKEEPER)
-        if (spec.rfind("zookeeper://", 0) == 0) {
-            coord::zookeeper::store store{spec, {}, zookeeper_options_of(spec, o.has("timeout") ? o.duration("timeout")
-                                                                                               : std::chrono::milliseconds{0})};
-            return snowflake_next(store, node, count);
-        }
-#endif
-        if (spec.rfind("file:", 0) != 0 || spec.size() == 5)
-            throw usage_error("--state must be file:PATH, sqlite:PATH, redis://, etcd:// or zookeeper://, got '" +
-                              printable(spec) + "'");
-        coord::file_store_options fo;
-        if (o.has("timeout")) fo.lock_timeout = o.duration("timeout");
-        coord::file_store store{spec.substr(5), {}, fo};
-        return snowflake_next(store, node, count);
+        // Any store: the node's lease and the time reservation live there.
+        return with_store(
+            o, [&](auto& store) { return snowflake_next(store, node, count); }, "state");
     }
     if (verb == "decode") {
         if (args.size() != 1) throw usage_error("snowflake decode takes one ID");

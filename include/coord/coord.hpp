@@ -3,8 +3,10 @@
 //
 // Convenient for a first try; examples and real code include the headers of
 // the primitives they use (<coord/fence.hpp>, <coord/storage/file.hpp>, ...).
-// coord/schedule.hpp and coord/cron.hpp (date/tz), the engine adapters and coord/session.hpp
-// need their own libraries and targets and are not included here.
+// Not included: coord/schedule.hpp and coord/cron.hpp (they need date/tz,
+// target coord::schedule), coord/jwt.hpp (OpenSSL, target coord::jwt) and
+// the engine adapters (each its own library and target). coord/session.hpp
+// needs nothing beyond the core and is included.
 #pragma once
 
 #include "coord/clock.hpp"
@@ -12,10 +14,12 @@
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
+#include "coord/owner.hpp"
 #include "coord/random.hpp"
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
 #include "coord/segment.hpp"
+#include "coord/session.hpp"
 #include "coord/snowflake.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/uuid7.hpp"

@@ -705,8 +705,10 @@ public:
 private:
     static cron_options checked(cron_options o) {
         using std::chrono::milliseconds;
-        if (o.worker.empty() || !detail::valid_name_text(o.worker))
-            throw std::invalid_argument("cron: worker must be non-empty UTF-8 text");
+        detail::check_name("cron: worker", o.worker);
+        // The ledger's holder is the worker, " #" and 16 hex digits: a name too.
+        if (o.worker.size() > max_name_size - 18)
+            throw std::invalid_argument("cron: worker must be at most 1006 bytes, got " + std::to_string(o.worker.size()));
         if (o.catch_up < milliseconds::zero() || o.catch_up > std::chrono::hours{24 * 400})
             throw std::invalid_argument("cron: catch_up must be 0 to 400 days");
         if (o.start_grace < milliseconds{1} || o.start_grace > std::chrono::hours{24})

@@ -131,11 +131,10 @@ public:
     }
 
 private:
-    // A key is a name: non-empty, valid UTF-8 without NUL (the same answer on
-    // every store). Values are bytes and may hold anything.
+    // A key is a name: non-empty, at most max_name_size bytes, valid UTF-8
+    // without NUL (the same answer on every store). Values are bytes and may hold anything.
     static void check_key(std::string_view key) {
-        if (key.empty()) throw std::invalid_argument("coord::fence: key must not be empty");
-        if (!detail::valid_name_text(key)) throw std::invalid_argument("coord::fence: key must be valid UTF-8 without NUL");
+        detail::check_name("coord::fence: key", key);
     }
     Store* store_;
 };

@@ -360,8 +360,7 @@ public:
 
 private:
     static void check_worker(std::string_view worker) {
-        if (worker.empty()) throw std::invalid_argument("ledger: worker must not be empty");
-        if (!detail::valid_name_text(worker)) throw std::invalid_argument("ledger: worker must be valid UTF-8 without NUL");
+        detail::check_name("ledger: worker", worker);
     }
     // Durations are bounded by the constructor, so this cannot overflow.
     static std::int64_t ns(std::chrono::milliseconds d) { return d.count() * 1'000'000; }

@@ -229,14 +229,9 @@ public:
 private:
     static void check(std::string_view name, std::string_view owner) {
         check_name(name);
-        if (owner.empty()) throw std::invalid_argument("coord::lease: owner must not be empty");
-        if (!detail::valid_name_text(owner))
-            throw std::invalid_argument("coord::lease: owner must be valid UTF-8 without NUL");
+        detail::check_name("coord::lease: owner", owner);
     }
-    static void check_name(std::string_view name) {
-        if (name.empty()) throw std::invalid_argument("coord::lease: name must not be empty");
-        if (!detail::valid_name_text(name)) throw std::invalid_argument("coord::lease: name must be valid UTF-8 without NUL");
-    }
+    static void check_name(std::string_view name) { detail::check_name("coord::lease: name", name); }
     template <class Rep, class Period>
     static std::chrono::nanoseconds checked_ttl(std::chrono::duration<Rep, Period> ttl) {
         if (ttl <= ttl.zero()) throw std::invalid_argument("coord::lease: ttl must be > 0");

@@ -359,8 +359,7 @@ private:
     }
 
     detail::segment_tag_state& state_of(std::string_view tag) {
-        if (tag.empty()) throw std::invalid_argument("segment: tag must not be empty");
-        if (!detail::valid_name_text(tag)) throw std::invalid_argument("segment: tag must be valid UTF-8 without NUL");
+        detail::check_name("segment: tag", tag);
         std::lock_guard lk(tags_m_);
         auto it = tags_.find(tag);
         if (it == tags_.end())

@@ -155,8 +155,7 @@ public:
     /// A new session for `user` (throws std::invalid_argument when it is
     /// empty, not valid UTF-8 or holds NUL; data is bytes). One store step.
     [[nodiscard]] result<session> create(std::string_view user, std::string_view data = {}) {
-        if (user.empty() || !detail::valid_name_text(user))
-            throw std::invalid_argument("coord::session: user must be non-empty valid UTF-8 without NUL");
+        detail::check_name("coord::session: user", user);
         const session_request req{user, data, options_.idle_timeout.count(), options_.absolute_timeout.count()};
         std::string id = new_id();
         auto rec = store_.session_create(hash(id), req);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,7 +148,17 @@ TYPED_TEST_P(FenceStoreConformance, ConcurrentRandomTokensNeverGoBack) {
     for (auto [token, highest] : refusals) EXPECT_LT(token, highest);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(FenceStoreConformance, UnwrittenKeyHasFenceZero, RefusesTokenBelowHighestAndKeepsValue,
+// One limit on names on every store: a key of max_name_size bytes works,
+// one byte more is bad input, refused before the store is asked.
+TYPED_TEST_P(FenceStoreConformance, TheLongestKeyWorksAndALongerOneIsBadInput) {
+    coord::basic_keyed_fenced_resource res{*this->store};
+    const std::string longest(coord::max_name_size, 'k');
+    ASSERT_TRUE(res.write(longest, 7, "v"));
+    EXPECT_EQ(res.read(longest)->value, "v");
+    EXPECT_THROW((void)res.write(longest + "k", 8, "v"), std::invalid_argument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(FenceStoreConformance, TheLongestKeyWorksAndALongerOneIsBadInput, UnwrittenKeyHasFenceZero, RefusesTokenBelowHighestAndKeepsValue,
                             KeysHaveIndependentFences, OrderedWritesRefuseReorderedRequestsOfOneHolder,
                             UpdateRunsOnlyWhenTokenPasses, AnotherHandleSeesTheSameFence,
                             ConcurrentRandomTokensNeverGoBack);

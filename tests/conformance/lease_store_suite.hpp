@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,7 +179,26 @@ TYPED_TEST_P(LeaseStoreConformance, ConcurrentAcquireHasOneWinner) {
     }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(LeaseStoreConformance, GrantsThenRefusesWhileHeldWithHolderAndExpiry,
+// One limit on names on every store: max_name_size bytes (here of two-byte
+// characters) work for name and owner; one byte more is bad input, refused
+// before the store is asked.
+TYPED_TEST_P(LeaseStoreConformance, TheLongestNameWorksAndALongerOneIsBadInput) {
+    coord::basic_lease_manager leases{*this->store};
+    std::string longest;
+    while (longest.size() < coord::max_name_size) longest += "\xc3\xa9";  // é
+    ASSERT_EQ(longest.size(), coord::max_name_size);
+    auto l = leases.acquire(longest, longest, this->ttl);
+    ASSERT_TRUE(l) << l.error().code.message();
+    auto held = leases.holder(longest);
+    ASSERT_TRUE(held && *held);
+    EXPECT_EQ((*held)->owner, longest);
+    EXPECT_TRUE(leases.release(*l));
+    EXPECT_THROW((void)leases.acquire(longest + "n", "A", this->ttl), std::invalid_argument);
+    EXPECT_THROW((void)leases.acquire("n", longest + "A", this->ttl), std::invalid_argument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(LeaseStoreConformance, TheLongestNameWorksAndALongerOneIsBadInput,
+                            GrantsThenRefusesWhileHeldWithHolderAndExpiry,
                             ExpiredHolderLosesToNewHolderWithLargerToken, TokensIncreaseAcrossEveryGrant,
                             RenewExtendsTheTermOnTheStoreClock, RenewAfterExpiryIsRefusedEvenIfNobodyTookIt,
                             TokenFormsCheckTheToken, UnknownNamesAreNotHeld, AnotherHandleSeesTheHolder,

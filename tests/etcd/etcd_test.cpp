@@ -326,4 +326,21 @@ TEST(Etcd, APortThatNeverAnswersTimesOut) {
     ::close(fd);
 }
 
+// A value above etcd's request limit is bad input, refused before it is
+// sent (never "unavailable" or "outcome unknown"); the fence is unchanged.
+TEST(Etcd, AValueAboveTheRequestLimitIsRefusedUpFrontAsTooLarge) {
+    auto store = fresh_store();
+    ASSERT_TRUE(store->fence_write("big", 1, "small"));
+    auto r = store->fence_write("big", 2, std::string(2u * 1024 * 1024, 'v'));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), coord::errc::value_too_large) << r.error().code.message();
+    EXPECT_EQ(r.error(), coord::condition::bad_input);
+    EXPECT_NE(r.error().code.detail().find("max_request_bytes"), std::string::npos) << r.error().code.detail();
+    auto v = store->fence_read("big");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, 1u);
+    EXPECT_EQ(v->value, "small");
+    EXPECT_TRUE(store->fence_write("big", 2, std::string(1024 * 1024, 'v'))) << "a 1 MiB value fits";
+}
+
 }  // namespace

@@ -21,7 +21,7 @@ expect() {
 # (their tokens only compared: a store-wide counter or time, not 1, 2, 3),
 # segment IDs across invocations and Snowflake IDs with --state STORE.
 engine_store_checks() {
-  local store="$1" run="$2" node="$3" a1 b1 a b all ids rc
+  local store="$1" run="$2" node="$3" a1 b1 a b all ids rc long
   expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
   expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
   expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A
@@ -43,6 +43,11 @@ engine_store_checks() {
   [ "$rc" = 0 ] && [[ "$a" =~ ^token=[0-9]+\ owner=[^:\ ]+:[0-9]+:[0-9a-f]{16}$ ]] || fail "lease acquire without --owner: rc=$rc '$a'"
   expect 3 "held by ${a#* owner=}" -- lease acquire --store "$store" --name "$run-u" --ttl 60000
   expect 0 "released" -- lease release --store "$store" --name "$run-u" --owner "${a#* owner=}"
+  # One limit on names on every store: 1024 bytes work, 3000 are bad input (2).
+  long="$run$(head -c $((1024 - ${#run})) /dev/zero | tr '\0' k)"
+  expect 0 "accepted" -- fence write --store "$store" --key "$long" --token 1 --value v
+  expect 2 "" -- lease acquire --store "$store" --name "$(head -c 3000 /dev/zero | tr '\0' n)" --owner A --ttl 60000
+  grep -q "at most 1024 bytes" "$err" || fail "a 3000-byte name: $(cat "$err")"
   a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
   b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
   all=$(printf '%s\n%s\n' "$a" "$b")

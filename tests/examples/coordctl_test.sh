@@ -244,6 +244,16 @@ expect 1 "" -- fence read --store "file:$dir/bad" --key k
 grep -q "$dir/bad" "$dir/stderr" || { echo "FAIL: corrupt-file error does not name the file"; failures=$((failures + 1)); }
 expect 1 "" -- fence read --store "file:$dir/missing/dir/state" --key k
 
+# A --store that can never work is bad input (2), not an outage (1); the
+# error line shows the spec escaped. No server is needed: nothing is sent.
+for spec in 'zookeeper://127.0.0.1:1/a/../b' 'zookeeper://127.0.0.1:1/a/./b' $'zookeeper://127.0.0.1:1/a\x01b' \
+            'zookeeper://127.0.0.1:1:1' 'zookeeper://127.0.0.1:1/zookeeper' 'zookeeper://127.0.0.1:1/zookeeper/coord' \
+            'zookeeper://ho;st:1' 'etcd://::1:2379' 'etcd://ho%st:1' 'etcd://ho\st:1' 'etcd://ho;st:1' 'redis://ho%st:1' \
+            'redis://::1:6379' 'postgres:port=notaport' 'postgres:port=99999999' 'postgres:host=a port=1,70000'; do
+  expect 2 "" -- fence read --store "$spec" --key k --timeout 1s
+  if grep -q "$(printf '\x01')" "$dir/stderr"; then echo "FAIL: the spec was printed raw: $(cat -v "$dir/stderr")"; failures=$((failures + 1)); fi
+done
+
 # --timeout: the bound of each call. Another process holding the state's
 # lock (paused, say): the command gives up at the timeout, says nothing was
 # applied, exits 1.

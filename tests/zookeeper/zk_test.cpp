@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <string>
 #include <thread>
@@ -142,6 +143,60 @@ TEST(ZooKeeper, BadUrlsAreRefusedAndNoServerIsAClearError) {
         EXPECT_EQ(e.code(), coord::condition::unavailable);
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms + 3s);  // a hang guard, not a speed claim
+}
+
+// A value above the ensemble's packet limit is bad input, refused before it
+// is sent (the ensemble would close the connection: never "unavailable" or
+// "outcome unknown"); the fence is unchanged and the session serves on.
+TEST(ZooKeeper, AValueAboveTheRequestLimitIsRefusedUpFrontAsTooLarge) {
+    coord::zookeeper::store store{zk_fresh_root(zk_url())};
+    ASSERT_TRUE(store.fence_write("big", 1, "small"));
+    auto r = store.fence_write("big", 2, std::string(2u * 1024 * 1024, 'v'));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), coord::errc::value_too_large) << r.error().code.message();
+    EXPECT_EQ(r.error(), coord::condition::bad_input);
+    EXPECT_NE(r.error().code.detail().find("jute.maxbuffer"), std::string::npos) << r.error().code.detail();
+    auto v = store.fence_read("big");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->fence, 1u);
+    EXPECT_EQ(v->value, "small");
+    EXPECT_TRUE(store.fence_write("big", 2, std::string(1000 * 1000, 'v'))) << "a 1 MB value fits";
+}
+
+// A node of coord's holding what coord did not write (another program
+// wrote it) is corrupt state, not "outcome unknown"; nothing is written.
+TEST(ZooKeeper, ANodeHoldingWhatCoordDidNotWriteIsCorruptState) {
+    const std::string url = zk_fresh_root(zk_url());
+    coord::zookeeper::store store{url};
+    ASSERT_TRUE(store.fence_write("k", 5, "mine"));
+    const auto address = coord::zookeeper::parse_url(url);
+    ASSERT_TRUE(address);
+    // Another program, with the ZooKeeper C client.
+    zhandle_t* zh = zookeeper_init(address->hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+    ASSERT_NE(zh, nullptr);
+    const std::string node = address->root + "/fence/n-k";
+    const std::string foreign = "not a coord record";
+    int rc = ZCONNECTIONLOSS;
+    for (int i = 0; i < 100 && rc == ZCONNECTIONLOSS; ++i) {
+        std::promise<int> done;
+        auto answer = done.get_future();
+        const int sent = zoo_aset(
+            zh, node.c_str(), foreign.data(), static_cast<int>(foreign.size()), -1,
+            [](int r, const Stat*, const void* d) { static_cast<std::promise<int>*>(const_cast<void*>(d))->set_value(r); },
+            &done);
+        rc = sent == ZOK ? answer.get() : sent;
+        if (rc == ZCONNECTIONLOSS) std::this_thread::sleep_for(50ms);
+    }
+    zookeeper_close(zh);
+    ASSERT_EQ(rc, ZOK);
+    coord::zookeeper::store other{url};
+    auto read = other.fence_read("k");
+    ASSERT_FALSE(read);
+    EXPECT_EQ(read.error(), coord::errc::state_corrupt) << read.error().detail();
+    EXPECT_EQ(read.error(), coord::condition::corrupt_state);
+    auto write = other.fence_write("k", 9, "over it");
+    ASSERT_FALSE(write);
+    EXPECT_EQ(write.error(), coord::condition::corrupt_state) << write.error().code.detail();
 }
 
 }  // namespace

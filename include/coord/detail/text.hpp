@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/detail/text.hpp: the rule every store applies to names (fence keys,
-// lease names and owners, segment tags, session users): valid UTF-8 without
-// NUL, so that every store, whether it keeps names as bytes (memory, file) or
-// as text (PostgreSQL), gives the same answer for the same name.
+// lease names and owners, segment tags, ledger workers, session users):
+// non-empty, at most max_name_size bytes, valid UTF-8 without NUL, so that
+// every store, whether it keeps names as bytes (memory, file, Redis) or as
+// text (PostgreSQL, whose index keys are limited to about 2.7 KB), gives the
+// same answer for the same name.
 #pragma once
 
 #include <cstddef>
@@ -46,9 +48,26 @@ constexpr bool valid_name_text(std::string_view s) noexcept {
 
 }  // namespace coord::detail
 
+#include <stdexcept>
 #include <string>
 
+namespace coord {
+/// The longest name (fence key, lease name or owner, segment tag, ledger
+/// worker, session user) in bytes: one limit that every store enforces.
+inline constexpr std::size_t max_name_size = 1024;
+}  // namespace coord
+
 namespace coord::detail {
+
+/// Throws std::invalid_argument naming `what` (for example
+/// "coord::lease: name") unless `s` is a name: non-empty, at most
+/// max_name_size bytes, valid UTF-8 without NUL.
+inline void check_name(std::string_view what, std::string_view s) {
+    if (s.empty()) throw std::invalid_argument(std::string(what) + " must not be empty");
+    if (s.size() > max_name_size)
+        throw std::invalid_argument(std::string(what) + " must be at most 1024 bytes, got " + std::to_string(s.size()));
+    if (!valid_name_text(s)) throw std::invalid_argument(std::string(what) + " must be valid UTF-8 without NUL");
+}
 
 /// `s` when it is valid name text; otherwise a copy with every NUL byte and
 /// every byte of an ill-formed sequence (all bytes from 0x80) replaced by

@@ -37,6 +37,7 @@
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/host.hpp"
 #include "coord/detail/json.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -106,16 +107,9 @@ inline result<std::vector<std::string>, std::string> parse_url(std::string_view 
     while (true) {
         const auto comma = rest.find(',');
         const std::string_view one = rest.substr(0, comma);
-        const auto colon = one.rfind(':');
-        if (one.empty() || colon == std::string_view::npos || colon == 0)
-            return unexpected(std::string("each endpoint is HOST:PORT"));
-        const std::string_view host = one.substr(0, colon), port = one.substr(colon + 1);
-        int v = 0;
-        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-        if (port.empty() || ec != std::errc{} || p != port.data() + port.size() || v < 1 || v > 65535)
-            return unexpected(std::string("the port must be 1 to 65535"));
-        if (host.find_first_of("/?#@ ") != std::string_view::npos) return unexpected(std::string("the host is malformed"));
-        out.push_back("http://" + std::string(one));
+        auto hp = coord::detail::parse_host_port(one, "endpoint");
+        if (!hp) return unexpected(hp.error());
+        out.push_back("http://" + hp->host + ":" + std::to_string(hp->port));
         if (comma == std::string_view::npos) break;
         rest = rest.substr(comma + 1);
     }
@@ -134,6 +128,13 @@ struct options {
     std::chrono::milliseconds connect_timeout{2000};
     /// Every key of the store starts with "PREFIX/" (1 to 64 characters, no NUL).
     std::string prefix = "coord";
+    /// The largest request body sent (4 KiB to 64 MiB): etcd refuses a
+    /// request above its --max-request-bytes (1.5 MiB by default), and the
+    /// gateway's JSON carries values in base64 (4/3 of their size), so
+    /// values up to about 1.1 MiB pass by default. A larger request is
+    /// refused before it is sent (coord::errc::value_too_large, condition
+    /// bad_input). Raise it with the server's limit.
+    std::size_t max_request_bytes = 1536 * 1024;
 };
 
 /// The clock policy that means "etcd's clock": every expiry is judged by
@@ -340,6 +341,8 @@ public:
             throw std::invalid_argument("coord::etcd::options::connect_timeout must be 1 ms to 24 h");
         if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find('\0') != std::string::npos)
             throw std::invalid_argument("coord::etcd::options::prefix must be 1 to 64 characters without NUL");
+        if (opts_.max_request_bytes < 4096 || opts_.max_request_bytes > 64u * 1024 * 1024)
+            throw std::invalid_argument("coord::etcd::options::max_request_bytes must be 4 KiB to 64 MiB");
     }
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
@@ -353,6 +356,11 @@ public:
     /// answer is then outcome_unknown). Endpoints that cannot be reached or
     /// have no leader are skipped for the next, within the deadline.
     result<std::string> request(const char* path, const std::string& body, bool writes) {
+        if (body.size() > opts_.max_request_bytes)
+            return unexpected(coord::error(make_error_code(coord::errc::value_too_large),
+                                           "the request is " + std::to_string(body.size()) +
+                                               " bytes, above the limit of " + std::to_string(opts_.max_request_bytes) +
+                                               " (options::max_request_bytes, etcd's --max-request-bytes); not sent"));
         const auto until = coord::detail::deadline_after(opts_.operation_timeout);
         auto c = slots_.take(until);
         if (!c)

@@ -41,6 +41,7 @@
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/host.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -107,14 +108,43 @@ struct std::is_error_code_enum<coord::postgres::errc> : std::true_type {};
 namespace coord::postgres {
 
 /// Why `conninfo` is not a connection string libpq accepts (a malformed
-/// key=value list or URI), or nullopt when it is one. Says nothing of
-/// whether the server can be reached.
+/// key=value list or URI, or a value libpq would refuse at every connect:
+/// a port that is not 1 to 65535, a connect_timeout that is not a number,
+/// a host with a control character), or nullopt when it is one. Says
+/// nothing of whether the server can be reached.
 inline std::optional<std::string> conninfo_error(const std::string& conninfo) {
     char* err = nullptr;
     PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
     if (opts) {
+        std::optional<std::string> why;
+        // Each value of a comma-separated list (multi-host conninfo).
+        auto each = [](std::string_view list, auto&& ok) {
+            for (;;) {
+                const auto comma = list.find(',');
+                if (!ok(list.substr(0, comma))) return false;
+                if (comma == std::string_view::npos) return true;
+                list = list.substr(comma + 1);
+            }
+        };
+        for (const PQconninfoOption* o = opts; o->keyword && !why; ++o) {
+            if (!o->val) continue;
+            const std::string_view key = o->keyword, val = o->val;
+            if (key == "port" && !val.empty() &&
+                !each(val, [](std::string_view p) { return p.empty() || coord::detail::port_number(p) != 0; }))
+                why = "the port must be 1 to 65535";
+            else if (key == "connect_timeout" && !val.empty() &&
+                     val.find_first_not_of("0123456789") != std::string_view::npos)
+                why = "connect_timeout must be a whole number of seconds";
+            else if ((key == "host" || key == "hostaddr") &&
+                     !each(val, [](std::string_view h) {
+                         for (unsigned char c : h)
+                             if (c < 0x20 || c == 0x7f || c == ';' || c == '\\') return false;
+                         return true;
+                     }))
+                why = "the " + std::string(key) + " is malformed";
+        }
         PQconninfoFree(opts);
-        return std::nullopt;
+        return why;
     }
     std::string why = err ? err : "out of memory";
     if (err) PQfreemem(err);

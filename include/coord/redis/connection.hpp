@@ -42,6 +42,7 @@
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/host.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -137,29 +138,12 @@ inline result<address, std::string> parse_url(std::string_view url) {
     }
     if (hostport.find('@') != std::string_view::npos)
         return unexpected(std::string("credentials in the URL are not supported (give options::password)"));
-    std::string_view port;
-    if (!hostport.empty() && hostport.front() == '[') {
-        const auto close = hostport.find(']');
-        if (close == std::string_view::npos) return unexpected(std::string("an IPv6 host needs its closing ]"));
-        a.host = std::string(hostport.substr(1, close - 1));
-        if (close + 1 < hostport.size()) {
-            if (hostport[close + 1] != ':') return unexpected(std::string("expected :PORT after the IPv6 host"));
-            port = hostport.substr(close + 2);
-        }
-    } else {
-        const auto colon = hostport.rfind(':');
-        a.host = std::string(hostport.substr(0, colon));
-        if (colon != std::string_view::npos) port = hostport.substr(colon + 1);
-    }
-    if (a.host.empty()) return unexpected(std::string("the URL names no host"));
-    if (a.host.find_first_of(" /?#") != std::string::npos) return unexpected(std::string("the host is malformed"));
-    if (!port.empty() || hostport.find(':') != std::string_view::npos) {
-        int v = 0;
-        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-        if (port.empty() || ec != std::errc{} || p != port.data() + port.size() || v < 1 || v > 65535)
-            return unexpected(std::string("the port must be 1 to 65535"));
-        a.port = v;
-    }
+    if (hostport.empty()) return unexpected(std::string("the URL names no host"));
+    auto hp = coord::detail::parse_host_port(hostport, "server", 6379);
+    if (!hp) return unexpected(hp.error());
+    // hiredis takes an IPv6 address without its brackets.
+    a.host = hp->host.front() == '[' ? hp->host.substr(1, hp->host.size() - 2) : hp->host;
+    a.port = hp->port;
     return a;
 }
 

@@ -35,6 +35,8 @@
 
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/host.hpp"
+#include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -101,6 +103,29 @@ struct address {
     std::string root = "/coord"; ///< every node of the store lies under it
 };
 
+/// Why `root` cannot be the store's root node, or nothing: ZooKeeper's
+/// paths are absolute, without empty, "." or ".." components or control
+/// characters (the server refuses them), and the /zookeeper tree is the
+/// server's own.
+inline std::optional<std::string> root_error(std::string_view root) {
+    const std::string form = "the root must be a node path such as /coord";
+    if (root.size() < 2 || root.front() != '/') return form;
+    std::size_t at = 1;
+    while (at <= root.size()) {
+        auto end = root.find('/', at);
+        if (end == std::string_view::npos) end = root.size();
+        const std::string_view part = root.substr(at, end - at);
+        if (part.empty() || part == "." || part == "..") return form + " (no empty, '.' or '..' components)";
+        for (unsigned char c : part)
+            if (c < 0x20 || c == 0x7f) return form + " (no control characters)";
+        at = end + 1;
+    }
+    if (root == "/zookeeper" || root.substr(0, 11) == "/zookeeper/")
+        return std::string("the root must not be in /zookeeper: that tree is ZooKeeper's own");
+    if (!coord::detail::valid_name_text(root)) return form + " (valid UTF-8)";
+    return std::nullopt;
+}
+
 /// Parses zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]; the error says what is wrong.
 inline result<address, std::string> parse_url(std::string_view url) {
     constexpr std::string_view scheme = "zookeeper://";
@@ -111,23 +136,14 @@ inline result<address, std::string> parse_url(std::string_view url) {
         a.root = std::string(rest.substr(slash));
         rest = rest.substr(0, slash);
         while (a.root.size() > 1 && a.root.back() == '/') a.root.pop_back();
-        if (a.root == "/" || a.root.find("//") != std::string::npos || a.root.find('\0') != std::string::npos)
-            return unexpected(std::string("the root must be a node path such as /coord"));
+        if (auto why = root_error(a.root)) return unexpected(*why);
     }
     std::string_view hosts = rest;
     while (!hosts.empty()) {
         const auto comma = hosts.find(',');
         const std::string_view one = hosts.substr(0, comma);
-        const auto colon = one.rfind(':');
-        if (one.empty() || colon == std::string_view::npos || colon == 0) return unexpected(std::string("each server is HOST:PORT"));
-        int v = 0;
-        const std::string_view port = one.substr(colon + 1);
-        for (char c : port) {
-            if (c < '0' || c > '9') return unexpected(std::string("the port must be 1 to 65535"));
-            v = v * 10 + (c - '0');
-            if (v > 65535) return unexpected(std::string("the port must be 1 to 65535"));
-        }
-        if (port.empty() || v < 1) return unexpected(std::string("the port must be 1 to 65535"));
+        auto hp = coord::detail::parse_host_port(one, "server");
+        if (!hp) return unexpected(hp.error());
         if (comma == std::string_view::npos) break;
         hosts = hosts.substr(comma + 1);
         if (hosts.empty()) return unexpected(std::string("each server is HOST:PORT"));
@@ -148,6 +164,12 @@ struct options {
     std::chrono::milliseconds session_timeout{10000};
     /// Bounds establishing a session (1 ms to 24 h).
     std::chrono::milliseconds connect_timeout{5000};
+    /// The most bytes of node data and paths one request carries (4 KiB to
+    /// 64 MiB): the ensemble drops a packet above its jute.maxbuffer (1 MiB
+    /// by default) and closes the connection. A larger request is refused
+    /// before it is sent (coord::errc::value_too_large, condition
+    /// bad_input). Raise it with the ensemble's jute.maxbuffer.
+    std::size_t max_request_bytes = 1024 * 1024 - 4096;
 };
 
 /// The clock policy that means "the ensemble's clock": every term is judged

@@ -82,6 +82,15 @@ inline std::optional<std::uint64_t> u64(std::string_view s) {
 
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
 
+/// A node of the store holding what coord did not write (another program,
+/// an operator, an older coord's layout): coord::errc::state_corrupt
+/// (condition corrupt_state), never "outcome unknown": nothing was written.
+inline coord::error corrupt(const std::string& path, const std::string& what) {
+    return coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                        what + " at " + path + " (a node of the store holds what coord did not write: another program, "
+                        "or an older coord's layout)");
+}
+
 /// A node as read: its data and stat; nullopt when it does not exist.
 struct node {
     std::string data;
@@ -95,6 +104,17 @@ public:
     static constexpr bool test_clock = !std::is_same_v<Clock, server_clock>;
 
     context(session& s, std::string root, const Clock& clock) : session_(s), root_(std::move(root)), clock_(clock) {}
+
+    /// A request of `bytes` (node data and paths) above the limit: refused
+    /// before it is sent, since the ensemble would drop the connection.
+    std::optional<coord::error> too_large(std::size_t bytes) const {
+        const std::size_t limit = session_.opts().max_request_bytes;
+        if (bytes <= limit) return std::nullopt;
+        return coord::error(make_error_code(coord::errc::value_too_large),
+                            "the request carries " + std::to_string(bytes) + " bytes, above the limit of " +
+                                std::to_string(limit) +
+                                " (options::max_request_bytes, the ensemble's jute.maxbuffer); not sent");
+    }
 
     session& zk() noexcept { return session_; }
     const std::string& root() const noexcept { return root_; }
@@ -161,6 +181,7 @@ public:
     /// setData with a version (-1: any). The reply's rc is the caller's to
     /// read (ZBADVERSION, ZNONODE are answers, not failures).
     result<reply> set(const std::string& p, const std::string& v, int version) {
+        if (auto big = too_large(p.size() + v.size())) return unexpected(*big);
         auto r = session_.call(
             [&](zhandle_t* zh, const void* data) {
                 return zoo_aset(zh, p.c_str(), v.data(), static_cast<int>(v.size()), version,
@@ -190,6 +211,7 @@ public:
 
     /// create that tells "exists" apart: rc ZOK or ZNODEEXISTS.
     result<reply> create_or_exists(const std::string& p, const std::string& v, int flags) {
+        if (auto big = too_large(p.size() + v.size())) return unexpected(*big);
         auto r = session_.call(
             [&](zhandle_t* zh, const void* data) {
                 return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
@@ -229,6 +251,9 @@ public:
     result<reply> multi(Build&& build) {
         auto state = std::make_shared<pending>();
         build(*state);
+        std::size_t bytes = 0;
+        for (const auto& k : state->keep) bytes += k.size();
+        if (auto big = too_large(bytes)) return unexpected(*big);
         state->op_results.resize(state->ops.size());
         auto r = session_.call(
             [&](zhandle_t* zh, const void* data) {

@@ -48,11 +48,12 @@ public:
     }
 
     result<fenced_value> fence_read(std::string_view key) {
-        auto n = ctx_.get(ctx_.path("fence", key));
+        const auto p = ctx_.path("fence", key);
+        auto n = ctx_.get(p);
         if (!n) return unexpected(n.error());
         if (!*n) return fenced_value{};
         auto rec = parse((*n)->data);
-        if (!rec) return unexpected(detail::bad("a fence record is malformed"));
+        if (!rec) return unexpected(detail::corrupt(p, "a fence record is malformed"));
         remember(key, *rec, (*n)->stat.version);
         return coord::detail::fence_rule::view(&*rec);
     }
@@ -106,7 +107,7 @@ private:
                 k = known{};
                 if (*n) {
                     auto rec = parse((*n)->data);
-                    if (!rec) return unexpected(write_error{detail::bad("a fence record is malformed"), 0});
+                    if (!rec) return unexpected(write_error{detail::corrupt(p, "a fence record is malformed"), 0});
                     k->rec = std::move(*rec);
                     k->version = (*n)->stat.version;
                 }

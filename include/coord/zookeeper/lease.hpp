@@ -216,7 +216,7 @@ private:
         auto token = f ? detail::u64((*f)[2]) : std::nullopt;
         auto ttl = f ? detail::i64((*f)[3]) : std::nullopt;
         auto stamp = f ? detail::i64((*f)[4]) : std::nullopt;
-        if (!f || !token || !ttl || !stamp) return unexpected(detail::bad("a lease record is malformed"));
+        if (!f || !token || !ttl || !stamp) return unexpected(detail::corrupt(p, "a lease record is malformed"));
         return known{rec_t{(*f)[0] == "1", (*f)[1], *token, *ttl, *stamp}, (*n)->stat};
     }
 

@@ -156,7 +156,7 @@ private:
         if (!n) return unexpected(n.error());
         if (!*n) return known{};
         auto f = detail::decode((*n)->data, 14);
-        if (!f) return unexpected(detail::bad("a ledger record is malformed"));
+        if (!f) return unexpected(detail::corrupt(p, "a ledger record is malformed"));
         auto& v = *f;
         auto sched = detail::i64(v[1]);
         auto ver = detail::u64(v[2]);
@@ -167,7 +167,7 @@ private:
              retain = detail::i64(v[10]);
         if (!sched || !ver || !state || *state < 0 || *state > 2 || !fence || !attempt || !lease || !started ||
             !completed || !retain || *ver > 0xFFFFFFFFu || *attempt > 0xFFFFFFFFu)
-            return unexpected(detail::bad("a ledger record is malformed"));
+            return unexpected(detail::corrupt(p, "a ledger record is malformed"));
         known k;
         k.version = (*n)->stat.version;
         k.rec.key = v[0];

@@ -40,7 +40,7 @@ public:
                 auto f = detail::decode((*n)->data, 2);
                 auto h = f ? detail::u64((*f)[0]) : std::nullopt;
                 auto u = f ? detail::i64((*f)[1]) : std::nullopt;
-                if (!h || !u) return unexpected(write_error{detail::bad("a reservation record is malformed"), 0});
+                if (!h || !u) return unexpected(write_error{detail::corrupt(p, "a reservation record is malformed"), 0});
                 rec.highest = *h;
                 rec.until_ms = *u;
                 version = (*n)->stat.version;

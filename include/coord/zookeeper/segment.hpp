@@ -40,7 +40,7 @@ public:
             int version = -1;
             if (*n) {
                 auto v = detail::u64((*n)->data);
-                if (!v) return unexpected(detail::bad("a segment counter is not a number"));
+                if (!v) return unexpected(detail::corrupt(p, "a segment counter is not a number"));
                 used = *v;
                 version = (*n)->stat.version;
             }

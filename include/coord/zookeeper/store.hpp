@@ -55,6 +55,8 @@ inline options checked(options o) {
         throw std::invalid_argument("coord::zookeeper::options::connect_timeout must be 1 ms to 24 h");
     if (o.session_timeout < milliseconds{1} || o.session_timeout > day)
         throw std::invalid_argument("coord::zookeeper::options::session_timeout must be 1 ms to 24 h");
+    if (o.max_request_bytes < 4096 || o.max_request_bytes > 64u * 1024 * 1024)
+        throw std::invalid_argument("coord::zookeeper::options::max_request_bytes must be 4 KiB to 64 MiB");
     return o;
 }
 template <class Clock>
