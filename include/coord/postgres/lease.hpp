@@ -2,10 +2,12 @@
 // coord/postgres/lease.hpp: lease_store on PostgreSQL.
 //
 // Round trips: every operation 1, a call of one PL/pgSQL function
-// (coord_lease_acquire, _renew, _release, _read) that locks the row
-// (SELECT ... FOR UPDATE), judges the term on the server's clock
+// (coord_lease_acquire, _renew, _release, _read; for the line _enqueue,
+// _acquire_queued, _dequeue, and a select of the live places) that locks the
+// row (SELECT ... FOR UPDATE), judges the term on the server's clock
 // (clock_timestamp(), read inside the statement) and writes, all in the
-// statement's one transaction.
+// statement's one transaction. A wait for a NOTIFY is 3 round trips (LISTEN,
+// the check, UNLISTEN) on a connection of the listener pool.
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED

@@ -13,10 +13,11 @@
 // ensemble gave just before it; a claim judged "lease ended" at that time is
 // ended at the later time its write lands too.
 //
-// Round trips: claim 3 (read, now, write; 2 when the answer needs no write:
-// replayed, in progress, expired), heartbeat, complete, fail and revoke 3,
-// read 1, prune 1 + 2 per record (the list; each record read and deleted on
-// its version).
+// Round trips: claim 3 (read, the ensemble's now, write; 2 when the answer
+// needs no write: replayed, in progress, expired), heartbeat, complete, fail
+// and revoke 3 (2 when refused); each again on a conflict (up to 64 times);
+// read 1; prune 2 + 1 per record + 1 per pruned record (the list and the
+// ensemble's now; each record read, and deleted on its version when due).
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
