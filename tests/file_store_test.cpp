@@ -443,7 +443,6 @@ struct hook_clock {
     using period = duration::period;
     using time_point = std::chrono::time_point<hook_clock, duration>;
     static constexpr bool is_unix_epoch = true;
-    static constexpr bool is_steady = true;
     coord::manual_clock base{coord::test::test_epoch()};
     std::shared_ptr<std::function<void()>> hook = std::make_shared<std::function<void()>>();
     time_point now() const {
