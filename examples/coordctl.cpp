@@ -1137,32 +1137,26 @@ int store_command(std::string_view verb, const std::vector<std::string_view>& ar
             if (floors.segment >= 0x7fffffffffffffffull) throw usage_error("--segment-floor must be below 2^63-1");
             if (o.required("fence-floor") == "now") floors.fence_now = true;
             else floors.fence = o.number("fence-floor");
-            if (o.required("ledger-floor") == "now") {
-                floors.ledger_now = true;
-            } else if (o.required("ledger-floor") == "none") {
-                floors.ledger_ms = 0;
-            } else {
-                auto t = coord::slot::parse("floor@" + o.required("ledger-floor"));
-                if (!t)
-                    throw usage_error("--ledger-floor must be now, none or YYYY-MM-DDTHH:MM[:SS]Z, got '" +
-                                      printable(o.required("ledger-floor")) + "'");
-                floors.ledger_ms = t->scheduled().time_since_epoch().count();
-            }
+            // An instant floor: now (the server's), none (0) or an ISO instant.
+            auto instant_floor = [](const std::string& option, const std::string& v, std::int64_t& ms, bool& now) {
+                if (v == "now") {
+                    now = true;
+                } else if (v == "none") {
+                    ms = 0;
+                } else {
+                    auto t = coord::slot::parse("floor@" + v);
+                    if (!t)
+                        throw usage_error("--" + option + " must be now, none or YYYY-MM-DDTHH:MM[:SS]Z, got '" +
+                                          printable(v) + "'");
+                    ms = t->scheduled().time_since_epoch().count();
+                }
+            };
+            instant_floor("ledger-floor", o.required("ledger-floor"), floors.ledger_ms, floors.ledger_now);
             // A time reservation reaches at most reserve_ahead (200 ms by
             // default) past a generator's clock: the server's now covers what
             // a store that lost its data before this command had reserved.
-            const std::string reservation = o.has("reservation-floor") ? o.required("reservation-floor") : "now";
-            if (reservation == "now") {
-                floors.reservation_now = true;
-            } else if (reservation == "none") {
-                floors.reservation_ms = 0;
-            } else {
-                auto t = coord::slot::parse("floor@" + reservation);
-                if (!t)
-                    throw usage_error("--reservation-floor must be now, none or YYYY-MM-DDTHH:MM[:SS]Z, got '" +
-                                      printable(reservation) + "'");
-                floors.reservation_ms = t->scheduled().time_since_epoch().count();
-            }
+            instant_floor("reservation-floor", o.has("reservation-floor") ? o.required("reservation-floor") : "now",
+                          floors.reservation_ms, floors.reservation_now);
             auto r = store.initialize(floors, force);
             if (!r) {
                 if (r.error() == coord::errc::store_already_initialized) {

@@ -62,6 +62,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -258,11 +259,9 @@ inline bool starts_with(std::string_view s, std::string_view p) { return s.subst
 
 // A claim's holder in the ledger: "<worker> #<16 hex digits: the runner's nonce>".
 inline std::string cron_holder(std::string_view worker, std::uint64_t nonce) {
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string h(worker);
-    h += " #";
-    for (int i = 15; i >= 0; --i) h += hex[(nonce >> (4 * i)) & 15];
-    return h;
+    char tail[24];
+    std::snprintf(tail, sizeof tail, " #%016llx", static_cast<unsigned long long>(nonce));
+    return std::string(worker) + tail;
 }
 // Splits a holder into worker and nonce (a holder without a nonce: all worker).
 inline std::pair<std::string, std::string> cron_split_holder(std::string_view h) {
@@ -284,6 +283,7 @@ struct cron_plan_entry {
     gap_policy gap = gap_policy::run_after_gap;
     fold_policy fold = fold_policy::first;
 
+    bool operator==(const cron_plan_entry&) const = default;
     bool same_schedule(const cron_plan_entry& o) const {
         return version == o.version && zone == o.zone && cron == o.cron && gap == o.gap && fold == o.fold;
     }
@@ -1037,10 +1037,7 @@ private:
         try {
             auto w = store_->fence_update(cursor_key(), token_of(t), [&](std::string& val) {
                 auto p = detail::cron_plan::parse(val);
-                if (!p || p->entries.size() != plan_.entries.size()) throw detail::cron_plan_changed{};
-                for (std::size_t i = 0; i < p->entries.size(); ++i)
-                    if (!p->entries[i].same_schedule(plan_.entries[i]) || p->entries[i].from_s != plan_.entries[i].from_s)
-                        throw detail::cron_plan_changed{};
+                if (!p || p->entries != plan_.entries) throw detail::cron_plan_changed{};
                 val = text;
             });
             return w || w.error().code == errc::stale_fence;  // another instance moved it further
