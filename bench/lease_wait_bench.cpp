@@ -9,10 +9,21 @@
 //   BM_ReleaseOps_<store>/100    100 waiters in line; each handover (release, the next grant):
 //                                the queued acquires every waiter made meanwhile
 //                                (counter ops_per_release; target: a constant where the store notifies)
+//   BM_IdleCost_<store>/N        N waiters in line while the holder just holds: the server's work
+//                                per second (Redis: commands, from INFO commandstats, those run
+//                                inside scripts included; PostgreSQL: statements, each a
+//                                transaction, from pg_stat_statements), counters per_s and per_waiter_s; target: at
+//                                most linear in N (per_waiter_s flat)
+//   BM_Floor_PollingLock_<store>/N  the same N waiters as a polling lock (redis-py's Lock and
+//                                a pg_try_advisory_lock loop: one try every 100 ms, the
+//                                default sleep of redis-py), measured the same way beside it;
+//                                IdleCost's x_floor = its per_s / this per_s (target: below 1)
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -25,9 +36,13 @@
 
 #include "coord/lease.hpp"
 #if defined(COORD_BENCH_POSTGRES)
+#include <libpq-fe.h>
+
 #include "coord/postgres/store.hpp"
 #endif
 #if defined(COORD_BENCH_REDIS)
+#include <hiredis/hiredis.h>
+
 #include "coord/redis/store.hpp"
 #endif
 #include "coord/sqlite/store.hpp"
@@ -239,6 +254,186 @@ void BM_ReleaseOps_Redis(benchmark::State& state) { release_ops<redis_maker>(sta
 BENCHMARK(BM_Handover_Redis)->UseRealTime()->Iterations(300);
 BENCHMARK(BM_Floor_Acquire_Redis)->UseRealTime();
 BENCHMARK(BM_ReleaseOps_Redis)->Arg(100)->Iterations(1)->UseRealTime();
+#endif
+
+// ---------------------------------------------------------------- idle cost
+// N waiters wait for a name whose holder just holds; what the server does per
+// second meanwhile. The waiters are spread over stores of 25 each (as
+// separate processes would be), so that none lacks a listener connection.
+// The window: 4 s, after 2 s for the waiters to settle.
+
+constexpr int waiters_per_store = 25;
+
+// The per-N result of the floor, read by the idle-cost run of the same N.
+std::map<std::pair<std::string, long>, double>& floor_rates() {
+    static std::map<std::pair<std::string, long>, double> m;
+    return m;
+}
+
+void report(benchmark::State& state, double per_s, int waiters) {
+    state.counters["per_s"] = per_s;
+    state.counters["per_waiter_s"] = per_s / waiters;
+}
+
+// What the counter counts per second over `window`, after 2 s to settle.
+template <class Counter>
+double rate_after_settling(Counter& counter, std::chrono::seconds window) {
+    std::this_thread::sleep_for(2s);
+    const double before = counter.read();
+    const auto t0 = steady::now();
+    std::this_thread::sleep_for(window);
+    const double after = counter.read();
+    return (after - before) / std::chrono::duration<double>(steady::now() - t0).count();
+}
+
+template <class Maker, class Counter>
+void idle_cost(benchmark::State& state, const char* engine, std::chrono::seconds window) {
+    const auto n = static_cast<int>(state.range(0));
+    Counter counter;
+    double per_s = 0;
+    for (auto _ : state) {
+        Maker maker;
+        std::vector<std::unique_ptr<typename Maker::store>> stores;
+        for (int i = 0; i < (n + waiters_per_store - 1) / waiters_per_store; ++i) stores.push_back(maker.make());
+        coord::basic_lease_manager holder{*stores[0]};
+        const std::string name = "idle-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+        auto held = holder.acquire(name, "holder", 600s);
+        if (!held) throw std::runtime_error("idle cost: the holder's acquire failed");
+        std::vector<std::thread> ts;
+        for (int i = 0; i < n; ++i)
+            ts.emplace_back([&, i] {
+                coord::basic_lease_manager leases{*stores[static_cast<std::size_t>(i / waiters_per_store)]};
+                std::string me = "w";
+                me += std::to_string(i);
+                auto l = leases.acquire(name, me, 10s, steady::now() + 600s);
+                if (l) (void)leases.release(*l);
+            });
+        while (holder.waiters(name).value_or(std::vector<coord::lease_waiter>{}).size() < static_cast<std::size_t>(n))
+            std::this_thread::sleep_for(10ms);
+        per_s = rate_after_settling(counter, window);
+        (void)holder.release(*held);  // the line is served in order; each releases at once
+        for (auto& t : ts) t.join();
+    }
+    report(state, per_s, n);
+    const auto f = floor_rates().find({engine, static_cast<long>(n)});
+    if (f != floor_rates().end() && f->second > 0) state.counters["x_floor"] = per_s / f->second;
+}
+
+// N threads each trying a non-blocking lock every 100 ms (redis-py's Lock,
+// blocking with its default sleep), while one holder holds it.
+template <class Counter, class Try>
+void polling_floor(benchmark::State& state, const char* engine, std::chrono::seconds window, Try try_once) {
+    const auto n = static_cast<int>(state.range(0));
+    Counter counter;
+    double per_s = 0;
+    for (auto _ : state) {
+        std::atomic<bool> stop{false};
+        std::vector<std::thread> ts;
+        for (int i = 0; i < n; ++i)
+            ts.emplace_back([&, i] {
+                auto conn = try_once(i, nullptr);
+                while (!stop.load()) {
+                    conn = try_once(i, std::move(conn));
+                    std::this_thread::sleep_for(100ms);
+                }
+            });
+        per_s = rate_after_settling(counter, window);
+        stop = true;
+        for (auto& t : ts) t.join();
+    }
+    report(state, per_s, n);
+    floor_rates()[{engine, static_cast<long>(n)}] = per_s;
+}
+
+#if defined(COORD_BENCH_REDIS)
+// The Redis server of COORD_REDIS_URL (redis://HOST:PORT[/DB]), by hiredis.
+std::shared_ptr<redisContext> redis_connect() {
+    const char* u = std::getenv("COORD_REDIS_URL");
+    if (!u || !*u) throw std::runtime_error("COORD_REDIS_URL is not set");
+    std::string rest = u;
+    rest = rest.substr(rest.find("://") + 3);
+    rest = rest.substr(0, rest.find('/'));
+    const auto colon = rest.rfind(':');
+    auto* c = redisConnect(rest.substr(0, colon).c_str(), std::stoi(rest.substr(colon + 1)));
+    if (!c || c->err) throw std::runtime_error("idle cost: cannot connect to Redis");
+    return std::shared_ptr<redisContext>(c, redisFree);
+}
+// Every command the server ran (INFO commandstats: the sum of calls=).
+struct redis_commands {
+    std::shared_ptr<redisContext> c = redis_connect();
+    double read() {
+        auto* r = static_cast<redisReply*>(redisCommand(c.get(), "INFO commandstats"));
+        if (!r || r->type != REDIS_REPLY_STRING) throw std::runtime_error("idle cost: INFO commandstats failed");
+        double total = 0;
+        const std::string text(r->str, r->len);
+        freeReplyObject(r);
+        for (std::size_t p = text.find("calls="); p != std::string::npos; p = text.find("calls=", p + 6)) {
+            std::uint64_t calls = 0;
+            std::from_chars(text.data() + p + 6, text.data() + text.size(), calls);
+            total += static_cast<double>(calls);
+        }
+        return total;
+    }
+};
+void BM_Floor_PollingLock_Redis(benchmark::State& state) {
+    const std::string key = "idle-poll-" + std::to_string(::getpid());
+    polling_floor<redis_commands>(state, "redis", 4s, [&](int i, std::shared_ptr<redisContext> c) {
+        if (!c) {
+            c = redis_connect();
+            if (i == 0) freeReplyObject(redisCommand(c.get(), "SET %s holder PX 600000", key.c_str()));
+            return c;
+        }
+        freeReplyObject(redisCommand(c.get(), "SET %s w%d NX PX 10000", key.c_str(), i));
+        return c;
+    });
+}
+void BM_IdleCost_Redis(benchmark::State& state) { idle_cost<redis_maker, redis_commands>(state, "redis", 4s); }
+BENCHMARK(BM_Floor_PollingLock_Redis)->Arg(50)->Iterations(1)->UseRealTime()->Unit(benchmark::kSecond);
+BENCHMARK(BM_IdleCost_Redis)->Arg(10)->Arg(50)->Arg(100)->Iterations(1)->UseRealTime()->Unit(benchmark::kSecond);
+#endif
+
+#if defined(COORD_BENCH_POSTGRES)
+std::shared_ptr<PGconn> pg_connect() {
+    const char* c = std::getenv("COORD_PG_CONNINFO");
+    if (!c || !*c) throw std::runtime_error("COORD_PG_CONNINFO is not set");
+    std::shared_ptr<PGconn> conn(PQconnectdb(c), PQfinish);
+    if (PQstatus(conn.get()) != CONNECTION_OK) throw std::runtime_error("idle cost: cannot connect to PostgreSQL");
+    return conn;
+}
+// Every statement clients sent to the database (pg_stat_statements, which
+// tests/postgres.sh loads; counted as each ends). Each is a transaction of
+// its own: neither coord's waiters nor the polling lock open one around them.
+struct postgres_transactions {
+    std::shared_ptr<PGconn> c = pg_connect();
+    postgres_transactions() {
+        PQclear(PQexec(c.get(), "SET client_min_messages = warning"));
+        PQclear(PQexec(c.get(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"));
+    }
+    double read() {
+        std::unique_ptr<PGresult, decltype(&PQclear)> r(
+            PQexec(c.get(), "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+                            "WHERE d.datname = current_database()"),
+            PQclear);
+        if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1)
+            throw std::runtime_error(std::string("idle cost: pg_stat_statements read failed (is it in shared_preload_libraries?): ") +
+                                     PQresultErrorMessage(r.get()));
+        return std::stod(PQgetvalue(r.get(), 0, 0));
+    }
+};
+void BM_Floor_PollingLock_Postgres(benchmark::State& state) {
+    polling_floor<postgres_transactions>(state, "postgres", 4s, [&](int i, std::shared_ptr<PGconn> c) {
+        if (!c) {
+            c = pg_connect();
+            if (i == 0) PQclear(PQexec(c.get(), "SELECT pg_advisory_lock(7370427)"));  // the holder, for the run
+            return c;
+        }
+        if (i != 0) PQclear(PQexec(c.get(), "SELECT pg_try_advisory_lock(7370427)"));
+        return c;
+    });
+}
+void BM_IdleCost_Postgres(benchmark::State& state) { idle_cost<postgres_maker, postgres_transactions>(state, "postgres", 4s); }
+BENCHMARK(BM_Floor_PollingLock_Postgres)->Arg(50)->Iterations(1)->UseRealTime()->Unit(benchmark::kSecond);
+BENCHMARK(BM_IdleCost_Postgres)->Arg(10)->Arg(50)->Arg(100)->Iterations(1)->UseRealTime()->Unit(benchmark::kSecond);
 #endif
 
 }  // namespace

@@ -58,9 +58,11 @@ settings() {
   else echo "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
 }
 
+# pg_stat_statements (in Debian's server package): the waiting bench counts
+# the statements coord's waiters send with it (bench/lease_wait_bench.cpp).
 server_start() {
   as_pg "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir $(settings) -c max_connections=100" \
+    "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir $(settings) -c max_connections=200 -c shared_preload_libraries=pg_stat_statements" \
     >/dev/null || { log "server did not start; log tail:"; tail -n 30 "$dir/log" >&2; exit 1; }
 }
 

@@ -7,6 +7,7 @@
 //
 //   coord_web --store S --listen 127.0.0.1:PORT --users FILE
 //             [--idle-timeout SECONDS] [--absolute-timeout SECONDS]
+//             [--client-timeout SECONDS]
 //
 // S: memory (this instance only), sqlite:PATH, postgres:CONNINFO or
 // redis://HOST:PORT[/DB] (the stores that keep sessions). FILE: demo users,
@@ -33,28 +34,37 @@
 //     changes with it);
 //   - idle and absolute timeouts are judged by the store (its clock), so
 //     every instance agrees when a session ends.
+// What it does against a hostile client (the HTTP side is GNU
+// libmicrohttpd: an event loop, so a slow client holds no worker):
+//   - a request body over 16 KiB is refused 413 from its Content-Length,
+//     before a byte of it is read; a body without a length is refused 411;
+//   - request line and headers share 16 KiB per connection (431 over it,
+//     libmicrohttpd's own limit), so a connection costs bounded memory;
+//   - a client silent for --client-timeout seconds (default 10) is
+//     disconnected; at most 512 connections, 32 from one address.
 // What it leaves to the application: login rate limiting and lockout,
 // password storage beyond a demo file, TLS (browsers treat 127.0.0.1 and
 // localhost as secure contexts, so Secure cookies work there over HTTP;
 // anywhere else put TLS in front and keep the cookie Secure).
+#include <microhttpd.h>
+#include <netdb.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
 
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
-
-#include <httplib.h>
 
 #include "coord/session.hpp"
 #include "store_spec.hpp"
@@ -159,9 +169,198 @@ std::string html_escape(const std::string& s) {
     return out;
 }
 
+// ---------------------------------------------------------------------------
+// The HTTP side: a request as the routes see it, a response, and a server on
+// libmicrohttpd that enforces the limits above before a route runs.
+
+struct http_limits {
+    std::size_t max_body = 16 * 1024;            ///< request body bytes (413 over it)
+    std::size_t connection_memory = 16 * 1024;   ///< request line + headers per connection (431)
+    unsigned client_timeout_s = 10;              ///< a silent client is disconnected
+    unsigned max_connections = 512, max_per_address = 32, threads = 4;
+};
+
+/// One request: its method, path, headers (looked up case-insensitively by
+/// libmicrohttpd) and its body, read whole (at most http_limits::max_body).
+class http_request {
+public:
+    http_request(MHD_Connection* c, std::string method, std::string path)
+        : connection_(c), method(std::move(method)), path(std::move(path)) {}
+
+    /// A header's value ("" when absent).
+    std::string header(const char* name) const {
+        const char* v = MHD_lookup_connection_value(connection_, MHD_HEADER_KIND, name);
+        return v ? v : "";
+    }
+    /// A field of an application/x-www-form-urlencoded body ("" when absent).
+    std::string form_field(const std::string& name) const {
+        std::size_t p = 0;
+        while (p <= body.size()) {
+            auto e = body.find('&', p);
+            if (e == std::string::npos) e = body.size();
+            const auto eq = body.find('=', p);
+            if (eq < e && url_decode(body.substr(p, eq - p)) == name) return url_decode(body.substr(eq + 1, e - eq - 1));
+            p = e + 1;
+        }
+        return "";
+    }
+
+private:
+    MHD_Connection* connection_;
+
+    static std::string url_decode(const std::string& s) {
+        std::string out;
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            if (s[i] == '+') {
+                out += ' ';
+            } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+                       std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+                out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+                i += 2;
+            } else {
+                out += s[i];
+            }
+        }
+        return out;
+    }
+
+public:
+    const std::string method, path;
+    std::string body;
+    bool answered = false;  ///< refused before its body was read
+};
+
+struct http_response {
+    int status = 200;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string content, type = "text/plain; charset=utf-8";
+
+    void set_header(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
+    void set_content(std::string body, std::string content_type) {
+        content = std::move(body);
+        type = std::move(content_type);
+    }
+};
+
+using http_route = std::function<void(const http_request&, http_response&)>;
+
+/// Serves routes (METHOD and exact path) on libmicrohttpd's own threads
+/// (an event loop each), under http_limits. Logs "METHOD PATH STATUS".
+class http_server {
+public:
+    http_server(http_limits limits) : limits_(limits) {}
+    http_server(const http_server&) = delete;
+    http_server& operator=(const http_server&) = delete;
+    ~http_server() {
+        if (daemon_) MHD_stop_daemon(daemon_);
+    }
+
+    void route(const std::string& method, const std::string& path, http_route r) { routes_[{method, path}] = std::move(r); }
+
+    /// Starts listening on HOST:PORT (numeric or a name); false when the
+    /// address cannot be bound.
+    bool listen(const std::string& host, int port) {
+        addrinfo hints{}, *found = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+        if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return false;
+        std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, freeaddrinfo);
+        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+        if (found->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+        daemon_ = MHD_start_daemon(flags, static_cast<std::uint16_t>(port), nullptr, nullptr, &http_server::on_request, this,
+                                   MHD_OPTION_EXTERNAL_LOGGER, &http_server::on_error, nullptr,
+                                   MHD_OPTION_SOCK_ADDR, found->ai_addr,
+                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits_.connection_memory,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, limits_.client_timeout_s,
+                                   MHD_OPTION_CONNECTION_LIMIT, limits_.max_connections,
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits_.max_per_address,
+                                   MHD_OPTION_THREAD_POOL_SIZE, limits_.threads,
+                                   MHD_OPTION_NOTIFY_COMPLETED, &http_server::on_completed, nullptr,
+                                   MHD_OPTION_END);
+        return daemon_ != nullptr;
+    }
+
+private:
+    http_limits limits_;
+    std::map<std::pair<std::string, std::string>, http_route> routes_;
+    MHD_Daemon* daemon_ = nullptr;
+
+    static void on_error(void*, const char* format, va_list ap) {
+        std::fputs("coord_web: http: ", stderr);
+        std::vfprintf(stderr, format, ap);
+    }
+
+    static void on_completed(void*, MHD_Connection*, void** state, MHD_RequestTerminationCode) {
+        delete static_cast<http_request*>(*state);
+        *state = nullptr;
+    }
+
+    static MHD_Result send(MHD_Connection* c, const http_request& req, const http_response& res) {
+        std::unique_ptr<MHD_Response, decltype(&MHD_destroy_response)> r(
+            MHD_create_response_from_buffer(res.content.size(), const_cast<char*>(res.content.data()), MHD_RESPMEM_MUST_COPY),
+            MHD_destroy_response);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r.get(), "Content-Type", res.type.c_str());
+        for (const auto& [name, value] : res.headers) MHD_add_response_header(r.get(), name.c_str(), value.c_str());
+        std::fprintf(stderr, "coord_web: %s %s %d\n", req.method.c_str(), coord_examples::printable(req.path).c_str(), res.status);
+        return MHD_queue_response(c, static_cast<unsigned>(res.status), r.get());
+    }
+
+    static http_response refusal(int status, const char* text) {
+        http_response res;
+        res.status = status;
+        res.set_content(text, "text/plain; charset=utf-8");
+        return res;
+    }
+
+    // Called once when the headers are in (state empty), once per piece of
+    // body, and once when the body is complete.
+    static MHD_Result on_request(void* self, MHD_Connection* c, const char* url, const char* method, const char*,
+                                 const char* upload, std::size_t* upload_size, void** state) {
+        auto& server = *static_cast<http_server*>(self);
+        auto* req = static_cast<http_request*>(*state);
+        if (!req) {
+            req = new http_request(c, method, url);
+            *state = req;
+            const std::string length = req->header(MHD_HTTP_HEADER_CONTENT_LENGTH);
+            if (!req->header(MHD_HTTP_HEADER_TRANSFER_ENCODING).empty()) {
+                req->answered = true;
+                return send(c, *req, refusal(411, "A request body must come with its Content-Length.\n"));
+            }
+            std::uint64_t n = 0;
+            const auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
+            if (!length.empty() && (ec != std::errc{} || end != length.data() + length.size() || n > server.limits_.max_body)) {
+                req->answered = true;
+                return send(c, *req, refusal(413, "The request body is over 16 KiB.\n"));
+            }
+            return MHD_YES;
+        }
+        if (req->answered) return MHD_NO;  // a refused request's body is never read
+        if (*upload_size != 0) {
+            if (req->body.size() + *upload_size > server.limits_.max_body) return MHD_NO;
+            req->body.append(upload, *upload_size);
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        http_response res;
+        const auto it = server.routes_.find({req->method, req->path});
+        if (it != server.routes_.end()) {
+            try {
+                it->second(*req, res);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "coord_web: %s %s: %s\n", req->method.c_str(), coord_examples::printable(req->path).c_str(), e.what());
+                res = refusal(500, "Internal error.\n");
+            }
+        } else {
+            res = refusal(404, "Not found.\n");
+        }
+        return send(c, *req, res);
+    }
+};
+
 /// The value of the session cookie in a Cookie header ("" when absent).
-std::string session_cookie(const httplib::Request& req) {
-    const std::string header = req.get_header_value("Cookie");
+std::string session_cookie(const http_request& req) {
+    const std::string header = req.header("Cookie");
     std::size_t p = 0;
     while (p < header.size()) {
         auto e = header.find(';', p);
@@ -207,7 +406,7 @@ std::string signed_in_page(const coord::session& s, const std::string& instance)
                 "; the session lives in the shared store, so every instance knows it.</p>");
 }
 
-void security_headers(httplib::Response& res) {
+void security_headers(http_response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Frame-Options", "DENY");
     res.set_header("X-Content-Type-Options", "nosniff");
@@ -218,8 +417,8 @@ void security_headers(httplib::Response& res) {
 
 /// True when a state-changing request comes from this origin: its Origin
 /// header's host:port is the Host it was sent to.
-bool same_origin(const httplib::Request& req) {
-    const std::string origin = req.get_header_value("Origin"), host = req.get_header_value("Host");
+bool same_origin(const http_request& req) {
+    const std::string origin = req.header("Origin"), host = req.header("Host");
     if (origin.empty() || host.empty()) return false;
     const auto p = origin.find("://");
     return p != std::string::npos && origin.substr(p + 3) == host;
@@ -228,6 +427,7 @@ bool same_origin(const httplib::Request& req) {
 struct settings {
     std::string store, host, users;
     int port = 0;
+    unsigned client_timeout_s = 10;
     coord::session_options timeouts;
 };
 
@@ -246,7 +446,8 @@ settings parse(int argc, char** argv) {
         const std::string k = argv[i];
         if (k.rfind("--", 0) != 0 || i + 1 >= argc) throw usage_error("bad argument '" + coord_examples::printable(k) + "'");
         const std::string name = k.substr(2);
-        if (name != "store" && name != "listen" && name != "users" && name != "idle-timeout" && name != "absolute-timeout")
+        if (name != "store" && name != "listen" && name != "users" && name != "idle-timeout" && name != "absolute-timeout" &&
+            name != "client-timeout")
             throw usage_error("unknown option " + coord_examples::printable(k));
         if (!v.emplace(name, argv[i + 1]).second) throw usage_error("option given twice: " + k);
     }
@@ -265,12 +466,15 @@ settings parse(int argc, char** argv) {
     s.port = port;
     if (v.count("idle-timeout")) s.timeouts.idle_timeout = seconds_option("idle-timeout", v["idle-timeout"]);
     if (v.count("absolute-timeout")) s.timeouts.absolute_timeout = seconds_option("absolute-timeout", v["absolute-timeout"]);
+    if (v.count("client-timeout")) {
+        const auto t = seconds_option("client-timeout", v["client-timeout"]).count();
+        if (t > 3600) throw usage_error("--client-timeout must be 1 to 3600 seconds, got '" + coord_examples::printable(v["client-timeout"]) + "'");
+        s.client_timeout_s = static_cast<unsigned>(t);
+    }
     if (s.timeouts.idle_timeout > s.timeouts.absolute_timeout)
         throw usage_error("--idle-timeout must not exceed --absolute-timeout");
     return s;
 }
-
-std::atomic<httplib::Server*> running{nullptr};
 
 template <class Store>
 int serve(Store& store, const settings& cfg, const user_table& users) {
@@ -279,7 +483,9 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
     } else {
         coord::basic_session_manager<Store> sessions{store, cfg.timeouts};
         const std::string instance = cfg.host + ":" + std::to_string(cfg.port);
-        httplib::Server svr;
+        http_limits limits;
+        limits.client_timeout_s = cfg.client_timeout_s;
+        http_server svr(limits);
 
         auto cookie_for = [](const coord::session& s) {
             const auto left = std::chrono::duration_cast<std::chrono::seconds>(s.remaining);
@@ -290,7 +496,7 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
                 .str();
         };
         const std::string clear_cookie = coord::set_cookie(cookie_name, "").path("/").max_age(std::chrono::seconds(0)).str();
-        auto see_other = [](httplib::Response& res) {
+        auto see_other = [](http_response& res) {
             res.status = 303;
             res.set_header("Location", "/");
         };
@@ -300,7 +506,7 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
             std::optional<coord::session> s;
             bool failed = false;
         };
-        auto current = [&](const httplib::Request& req) {
+        auto current = [&](const http_request& req) {
             lookup out;
             const auto id = session_cookie(req);
             if (id.empty()) return out;
@@ -312,19 +518,19 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
             }
             return out;
         };
-        auto unavailable = [](httplib::Response& res) {
+        auto unavailable = [](http_response& res) {
             res.status = 503;
             res.set_content(page("unavailable", "<p>The session store is unavailable; try again.</p>"), "text/html; charset=utf-8");
         };
 
-        svr.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
+        svr.route("GET", "/", [&](const http_request& req, http_response& res) {
             security_headers(res);
             auto cur = current(req);
             if (cur.failed) return unavailable(res);
             if (cur.s) res.set_content(signed_in_page(*cur.s, instance), "text/html; charset=utf-8");
             else res.set_content(login_page(""), "text/html; charset=utf-8");
         });
-        svr.Get("/api/me", [&](const httplib::Request& req, httplib::Response& res) {
+        svr.route("GET", "/api/me", [&](const http_request& req, http_response& res) {
             security_headers(res);
             auto cur = current(req);
             if (cur.failed) return unavailable(res);
@@ -335,14 +541,14 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
             }
             res.set_content("{\"user\":\"" + cur.s->user + "\"}", "application/json");  // names are [A-Za-z0-9._-]
         });
-        svr.Post("/login", [&](const httplib::Request& req, httplib::Response& res) {
+        svr.route("POST", "/login", [&](const http_request& req, http_response& res) {
             security_headers(res);
             if (!same_origin(req)) {
                 res.status = 403;
                 res.set_content(page("refused", "<p>Cross-origin request refused.</p>"), "text/html; charset=utf-8");
                 return;
             }
-            const auto user = req.get_param_value("user"), password = req.get_param_value("password");
+            const auto user = req.form_field("user"), password = req.form_field("password");
             if (!users.check(user, password)) {
                 res.status = 401;
                 res.set_content(login_page("Wrong user or password."), "text/html; charset=utf-8");
@@ -359,11 +565,11 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
             see_other(res);
         });
         auto logout = [&](bool all) {
-            return [&, all](const httplib::Request& req, httplib::Response& res) {
+            return [&, all](const http_request& req, http_response& res) {
                 security_headers(res);
                 auto cur = current(req);
                 if (cur.failed) return unavailable(res);
-                if (!same_origin(req) || !cur.s || !equal_constant_time(req.get_param_value("csrf"), cur.s->data)) {
+                if (!same_origin(req) || !cur.s || !equal_constant_time(req.form_field("csrf"), cur.s->data)) {
                     res.status = 403;
                     res.set_content(page("refused", "<p>Refused: not from this site, or without this session's token.</p>"),
                                     "text/html; charset=utf-8");
@@ -380,31 +586,21 @@ int serve(Store& store, const settings& cfg, const user_table& users) {
                 see_other(res);
             };
         };
-        svr.Post("/logout", logout(false));
-        svr.Post("/logout-all", logout(true));
-        svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-            std::fprintf(stderr, "coord_web: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
-        });
+        svr.route("POST", "/logout", logout(false));
+        svr.route("POST", "/logout-all", logout(true));
 
-        if (!svr.bind_to_port(cfg.host, cfg.port)) throw std::runtime_error("cannot listen on " + instance);
-        running = &svr;
-        // SIGTERM / SIGINT: stop serving (a thread waits for them; a signal
-        // handler may not call stop()).
+        if (!svr.listen(cfg.host, cfg.port)) throw std::runtime_error("cannot listen on " + instance);
+        std::fprintf(stderr, "coord_web: serving on http://%s\n", instance.c_str());
+        // Serving happens on libmicrohttpd's threads; this one waits for
+        // SIGTERM or SIGINT (blocked in every thread since main began),
+        // then the server stops as it goes out of scope.
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
-        std::thread waiter([set] {
-            int sig = 0;
-            sigwait(&set, &sig);
-            if (auto* s = running.load()) s->stop();
-        });
-        std::fprintf(stderr, "coord_web: serving on http://%s\n", instance.c_str());
-        const bool ok = svr.listen_after_bind();
-        running = nullptr;
-        pthread_kill(waiter.native_handle(), SIGTERM);
-        waiter.join();
-        return ok ? 0 : 1;
+        int sig = 0;
+        sigwait(&set, &sig);
+        return 0;
     }
 }
 

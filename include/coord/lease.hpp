@@ -96,12 +96,16 @@ concept lease_store = requires(S& s, std::string_view name, std::string_view own
 ///   errc::wait_place_lost for a lapsed place.
 /// - lease_dequeue(name, ticket) leaves the line (no error when the place is
 ///   already gone). lease_queue_read(name): the live places, in order.
-/// - lease_wait(name, ticket, ahead, until) returns when this waiter may be
-///   next (a release or an expiry of the lease, the places ahead gone), or
-///   at `until` (steady clock), whichever is first; it may return early.
-///   `ahead` is the waiter's position from its last queued acquire (a store
-///   that polls may poll the first in line sooner). Only the first waiter in
-///   line is woken by a release, not every waiter.
+/// - lease_waiting(name, ticket) gives the waiter under that ticket an
+///   object it keeps while it waits; its wait(ahead, until) returns when
+///   this waiter may be next (a release or an expiry of the lease, the
+///   places ahead gone), or at `until` (steady clock), whichever is first;
+///   it may return early. `ahead` is the waiter's position from its last
+///   queued acquire (a store that polls may poll the first in line sooner).
+///   Only the first waiter in line is woken by a release, not every waiter.
+///   A store that notifies keeps listening from the first wait until the
+///   object ends, so that no wake sent between two waits is lost and a wait
+///   need not ask the store again.
 template <class S>
 concept lease_queue_store =
     lease_store<S> && requires(S& s, std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
@@ -110,7 +114,7 @@ concept lease_queue_store =
         { s.lease_acquire_queued(name, owner, ttl, ticket, ttl) } -> std::same_as<result<lease, lease_error>>;
         { s.lease_dequeue(name, ticket) } -> std::same_as<result<void>>;
         { s.lease_queue_read(name) } -> std::same_as<result<std::vector<lease_waiter>>>;
-        { s.lease_wait(name, ticket, std::size_t{0}, until) } -> std::same_as<void>;
+        { s.lease_waiting(name, ticket).wait(std::size_t{0}, until) } -> std::same_as<void>;
     };
 
 /// Grants, renews and releases leases in a lease_store, checking the caller's
@@ -157,28 +161,29 @@ public:
         check(name, owner);
         const auto term = checked_ttl(ttl);
         const auto place = checked_ttl(place_ttl);
-        auto ticket = store_->lease_enqueue(name, owner, place);
-        if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
-        for (;;) {
-            auto r = store_->lease_acquire_queued(name, owner, term, *ticket, place);
-            if (r) return r;
-            if (r.error() == errc::wait_place_lost) {  // too slow to renew: queue again
-                ticket = store_->lease_enqueue(name, owner, place);
-                if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
-                continue;
+        for (;;) {  // one place in line a pass: a new one when the last lapsed
+            auto ticket = store_->lease_enqueue(name, owner, place);
+            if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
+            auto waiting = store_->lease_waiting(name, *ticket);
+            for (;;) {
+                auto r = store_->lease_acquire_queued(name, owner, term, *ticket, place);
+                if (r) return r;
+                if (r.error() == errc::wait_place_lost) break;  // too slow to renew: queue again
+                const auto now = std::chrono::steady_clock::now();
+                if (r.error() != errc::lease_held || now >= deadline) {
+                    (void)store_->lease_dequeue(name, *ticket);
+                    return r;
+                }
+                // Woken by the store (a release), at the end of the holder's
+                // term (the first in line), or in time to renew the place:
+                // every half of its term, so that a waiter behind others
+                // costs the store one queued acquire per place / 2.
+                auto wake = std::min(deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 2));
+                const auto& e = r.error();
+                if (e.ahead == 0 && e.now.count() != 0 && e.expires_at > e.now)
+                    wake = std::min(wake, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(e.expires_at - e.now));
+                waiting.wait(e.ahead, wake);
             }
-            const auto now = std::chrono::steady_clock::now();
-            if (r.error() != errc::lease_held || now >= deadline) {
-                (void)store_->lease_dequeue(name, *ticket);
-                return r;
-            }
-            // Woken by the store (a release), at the end of the holder's term
-            // (the first in line), or in time to renew the place.
-            auto wake = std::min(deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 3));
-            const auto& e = r.error();
-            if (e.ahead == 0 && e.now.count() != 0 && e.expires_at > e.now)
-                wake = std::min(wake, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(e.expires_at - e.now));
-            store_->lease_wait(name, *ticket, e.ahead, wake);
         }
     }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/detail/lease_poll.hpp: how a store without notifications across
-// processes (the file store, SQLite) waits in lease_wait: it polls, the
+// processes (the file store, SQLite) waits for its turn in line: it polls, the
 // first in line often, the others seldom. Shared so that both cost the same.
 //
 // Cost: the first waiter in line reads the store every 2 ms (a release
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <thread>
 
 namespace coord::detail {
@@ -28,5 +29,21 @@ inline void lease_poll_wait(std::size_t ahead, std::chrono::steady_clock::time_p
     const auto wake = std::min(until, std::chrono::steady_clock::now() + lease_poll_interval(ahead));
     std::this_thread::sleep_until(wake);
 }
+
+/// A notified store's wait without its listener (none came free, or the
+/// server is unreachable): drops it, so that the next wait listens again,
+/// and waits as a polled store does rather than ask again at once.
+template <class Listener>
+void lease_wait_unlistened(std::optional<Listener>& listener, std::size_t ahead,
+                           std::chrono::steady_clock::time_point until) {
+    listener.reset();
+    lease_poll_wait(ahead, until);
+}
+
+/// lease_queue_store::lease_waiting of a store that polls: nothing is kept
+/// between two waits.
+struct polled_waiting {
+    void wait(std::size_t ahead, std::chrono::steady_clock::time_point until) const { lease_poll_wait(ahead, until); }
+};
 
 }  // namespace coord::detail

@@ -390,33 +390,26 @@ public:
         return out;
     }
 
-    /// LISTENs on `channel` (an identifier the engine made), runs `check` (a
-    /// statement answering one boolean: true when there is no need to wait,
-    /// so that a NOTIFY sent just before the LISTEN is not missed), then
-    /// waits for a notification on the channel until `wake`; UNLISTENs.
-    /// Statements run under `until` (the call's deadline).
-    result<void> wait_notification(const std::string& channel, const char* check, const std::vector<param_value>& params,
-                                   coord::detail::deadline wake, coord::detail::deadline until) {
-        auto listen = exec(("LISTEN " + channel).c_str(), {}, false, false, until);
-        if (!listen) return unexpected(listen.error());
-        auto r = exec(check, params, false, true, until);
-        bool done = !r || (r->rows() == 1 && r->boolean(0, 0));
-        while (!done && conn_) {
-            PQconsumeInput(conn_);
+    /// Waits until a NOTIFY on `channel` (LISTENed on this connection;
+    /// one that came since the last wait counts) or `wake`: true when one
+    /// came. Others are dropped.
+    result<bool> wait_notification(const std::string& channel, coord::detail::deadline wake) {
+        bool got = false;
+        while (conn_) {
             while (PGnotify* n = PQnotifies(conn_)) {
-                done = done || channel == n->relname;
+                got = got || channel == n->relname;
                 PQfreemem(n);
             }
-            if (done) break;
+            if (got) return true;
             const auto w = coord::detail::wait_fd(PQsocket(conn_), POLLIN, wake);
-            if (w != coord::detail::wait_result::ready) break;
+            if (w != coord::detail::wait_result::ready) return false;
             if (PQconsumeInput(conn_) != 1) return lost(false, false, errc::connection_failed);
         }
-        if (!conn_) return {};
-        auto unlisten = exec(("UNLISTEN " + channel).c_str(), {}, false, false, until);
-        while (PGnotify* late = conn_ ? PQnotifies(conn_) : nullptr) PQfreemem(late);  // dropped with the channel
-        if (!unlisten) return unexpected(unlisten.error());
-        return {};
+        return not_sent(errc::connection_failed, "not connected");
+    }
+    /// Drops the notifications that came and were not waited for.
+    void drop_notifications() noexcept {
+        while (PGnotify* n = conn_ ? PQnotifies(conn_) : nullptr) PQfreemem(n);
     }
 
 private:
@@ -578,12 +571,28 @@ public:
             if (auto c = ready(); !c) return unexpected(c.error());
             return c_->pipeline(steps, writes, until_);
         }
-        /// Waits for a NOTIFY on `channel` until `wake` (see connection::wait_notification).
-        result<void> wait_notification(const std::string& channel, const char* check,
-                                       const std::vector<detail::param_value>& params, coord::detail::deadline wake) {
+        /// LISTENs on `channel` (an identifier the engine made) until
+        /// unlisten(): notifications wait on the connection meanwhile.
+        result<void> listen(const std::string& channel) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            until_ = std::max(until_, wake + p_.opts_.operation_timeout);  // the wait is the call's purpose
-            return c_->wait_notification(channel, check, params, wake, until_);
+            restart_deadline();
+            auto r = c_->exec(("LISTEN " + channel).c_str(), {}, false, false, until_);
+            if (!r) return unexpected(r.error());
+            return {};
+        }
+        /// Waits for a NOTIFY on `channel` until `wake` (see connection::wait_notification).
+        result<bool> wait_notification(const std::string& channel, coord::detail::deadline wake) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            return c_->wait_notification(channel, wake);
+        }
+        /// Stops listening on `channel`; its late notifications are dropped.
+        result<void> unlisten(const std::string& channel) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            restart_deadline();
+            auto r = c_->exec(("UNLISTEN " + channel).c_str(), {}, false, false, until_);
+            if (!r) return unexpected(r.error());
+            c_->drop_notifications();
+            return {};
         }
 
     private:

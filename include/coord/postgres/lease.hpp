@@ -6,8 +6,9 @@
 // _acquire_queued, _dequeue, and a select of the live places) that locks the
 // row (SELECT ... FOR UPDATE), judges the term on the server's clock
 // (clock_timestamp(), read inside the statement) and writes, all in the
-// statement's one transaction. A wait for a NOTIFY is 3 round trips (LISTEN,
-// the check, UNLISTEN) on a connection of the listener pool.
+// statement's one transaction. A waiter LISTENs on a connection of the
+// listener pool for as long as it waits: 3 round trips (LISTEN, a check,
+// UNLISTEN) a waiting acquire, besides its queued acquires.
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -68,9 +69,11 @@ public:
     // the rule of lease_queue_rule in coord_lease_acquire_queued (1 round
     // trip each). A waiter LISTENs on its place's own channel; a release (or
     // a waiter leaving) NOTIFYs only the first in line, so a release wakes
-    // one waiter, not all. A wait takes a connection of the store's
-    // listener pool (not the pool calls use): 3 round trips (LISTEN, the
-    // check, UNLISTEN) around the wait.
+    // one waiter, not all. A waiter holds a connection of the store's
+    // listener pool (not the pool calls use) while it waits: LISTEN and a
+    // check at its first wait, UNLISTEN at its end. While nobody moves, a
+    // waiter costs 1 transaction per renewal of its place (every half of
+    // the place's term), reading a bounded number of rows.
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         using namespace detail;
@@ -119,17 +122,44 @@ public:
         for (int i = 0; i < r->rows(); ++i) out.push_back(lease_waiter{r->u64(i, 0), r->text(i, 1), r->i64(i, 2)});
         return out;
     }
-    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t ahead,
-                    std::chrono::steady_clock::time_point until) {
-        using namespace detail;
-        pool::call c(listeners_);
-        const std::string channel = "coord_lw_" + coord::detail::sha256_hex(name).substr(0, 32) + "_" + std::to_string(ticket);
-        auto waited = c.wait_notification(channel, "SELECT coord_lease_next_in_line($1, $2, $3)",
-                                          {param(name), param_u64(ticket), now_ns_param(clock_)}, until);
-        // No listener connection or the server unreachable: wait as a polled
-        // store does rather than ask again at once.
-        if (!waited) coord::detail::lease_poll_wait(ahead, until);
-    }
+    /// A waiter's turn: its place's channel stays LISTENed from the first
+    /// wait to the end of this object, so a NOTIFY sent between two waits is
+    /// read by the next one. After the LISTEN, the waiter asks once whether
+    /// it may go now (a release notified before it).
+    class waiting {
+    public:
+        waiting(lease_adapter& a, std::string_view name, std::uint64_t ticket)
+            : a_(a), name_(name), ticket_(ticket), channel_(channel_of(name, ticket)) {}
+        waiting(const waiting&) = delete;
+        waiting& operator=(const waiting&) = delete;
+        ~waiting() {
+            if (listener_) (void)listener_->unlisten(channel_);
+        }
+
+        void wait(std::size_t ahead, std::chrono::steady_clock::time_point until) {
+            using namespace detail;
+            if (!listener_) {
+                listener_.emplace(a_.listeners_);
+                if (!listener_->listen(channel_)) return coord::detail::lease_wait_unlistened(listener_, ahead, until);
+                pool::call c(a_.pool_);
+                auto r = c.exec("SELECT coord_lease_next_in_line($1, $2, $3)",
+                                {param(name_), param_u64(ticket_), now_ns_param(a_.clock_)}, false);
+                if (!r || (r->rows() == 1 && r->boolean(0, 0))) return;
+            }
+            if (!listener_->wait_notification(channel_, until)) coord::detail::lease_wait_unlistened(listener_, ahead, until);
+        }
+
+    private:
+        static std::string channel_of(std::string_view name, std::uint64_t ticket) {
+            return "coord_lw_" + coord::detail::sha256_hex(name).substr(0, 32) + "_" + std::to_string(ticket);
+        }
+        lease_adapter& a_;
+        std::string name_;
+        std::uint64_t ticket_;
+        std::string channel_;
+        std::optional<pool::call> listener_;
+    };
+    waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
 
 private:
     // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.

@@ -412,6 +412,48 @@ BEGIN
   RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
 END $$;
 )SQL"},
+        {4, "lease queues: a waiter's upkeep independent of the line's length (the lapsed places by index, ahead counted to 2)", R"SQL(
+CREATE INDEX IF NOT EXISTS coord_lease_waiter_until ON coord_lease_waiter (name, until_ns);
+
+-- As in migration 3, but o_ahead is 0, 1 or 2 (2: two or more before this
+-- one; only those three matter to a waiter), so that a waiter's queued
+-- acquire reads a bounded number of rows however long the line is, and the
+-- place is renewed once a quarter of its term is gone (coord/rules/lease.hpp).
+CREATE OR REPLACE FUNCTION coord_lease_acquire_queued(p_name text, p_owner text, p_ttl bigint, p_ticket bigint,
+  p_place bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint, o_ahead bigint, o_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE now_ns bigint := coord_now_ns(p_now); r coord_lease; w coord_lease_waiter; ahead bigint; live boolean;
+BEGIN
+  -- Lock order everywhere: the queue row, then the lease row.
+  INSERT INTO coord_lease_queue(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  PERFORM 1 FROM coord_lease_queue WHERE name = p_name FOR UPDATE;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND until_ns <= now_ns;
+  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  live := r.held AND now_ns < r.expires_ns;
+  SELECT * INTO w FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  IF NOT FOUND OR w.who <> p_owner THEN
+    IF live THEN RETURN QUERY SELECT 3, r.holder, r.token, r.ttl_ns, r.expires_ns, 0::bigint, now_ns;
+    ELSE RETURN QUERY SELECT 3, ''::text, 0::bigint, 0::bigint, 0::bigint, 0::bigint, now_ns; END IF;
+    RETURN;
+  END IF;
+  SELECT count(*) INTO ahead FROM (SELECT 1 FROM coord_lease_waiter WHERE name = p_name AND ticket < p_ticket
+                                   ORDER BY ticket LIMIT 2) first_two;
+  IF w.until_ns - now_ns < p_place - p_place / 4 THEN
+    UPDATE coord_lease_waiter SET until_ns = now_ns + p_place WHERE name = p_name AND ticket = p_ticket;
+  END IF;
+  IF ahead > 0 OR live THEN
+    IF live THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns, ahead, now_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint, ahead, now_ns; END IF;
+    RETURN;
+  END IF;
+  UPDATE coord_lease SET last_token = r.last_token + 1, held = true, holder = p_owner, token = r.last_token + 1,
+    ttl_ns = p_ttl, expires_ns = now_ns + p_ttl WHERE name = p_name;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  RETURN QUERY SELECT 0, p_owner, r.last_token + 1, p_ttl, now_ns + p_ttl, 0::bigint, now_ns;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -580,17 +580,23 @@ public:
             return std::move(one);
         }
 
-        /// Subscribes to `channel`, runs `ready_now` (true: no need to wait,
-        /// so that a message published before the SUBSCRIBE is not missed),
-        /// then waits for a message until `wake`; unsubscribes.
-        template <class Check>
-        result<void> wait_message(const std::string& channel, Check&& ready_now, coord::detail::deadline wake) {
+        /// SUBSCRIBEs to `channel`: the connection then only listens, until
+        /// unsubscribe() or the call's end (which drops it).
+        result<void> subscribe(const std::string& channel) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            if (auto s = c_->subscribe(channel, until_); !s) return unexpected(s.error());
-            if (!ready_now()) {
-                auto m = c_->wait_message(wake);
-                if (!m) return unexpected(m.error());
-            }
+            restart_deadline();
+            return c_->subscribe(channel, until_);
+        }
+        /// Waits for a message on the subscribed channel until `wake`: true
+        /// when one came (one that came since the last wait counts).
+        result<bool> wait_message(coord::detail::deadline wake) {
+            if (!c_ || !c_->subscribed())
+                return unexpected(coord::error(make_error_code(errc::connection_failed), "not subscribed"));
+            return c_->wait_message(wake);
+        }
+        /// Leaves subscribe mode; the connection goes back to the pool.
+        result<void> unsubscribe() {
+            if (!c_ || !c_->subscribed()) return {};
             restart_deadline();
             return c_->unsubscribe(until_);
         }

@@ -11,13 +11,17 @@
 // without the last writes), as long as the server's clock does not go back
 // further than the time between the lost grant and the next one.
 //
-// The waiting acquire: the line is a sorted set of tickets and a hash of
-// places (each a short lease of its own); enqueue, the queued acquire and
-// dequeue are one script each. A waiter SUBSCRIBEs to its place's own
-// channel ({prefix}:lw:<name>:<ticket>) on a connection of the listener
-// pool, then checks that it still needs to wait (a release just before the
+// The waiting acquire: the line is a sorted set of places in arrival order,
+// a sorted set of their ends and a ticket counter (each place a short lease
+// of its own); enqueue, the queued acquire and dequeue are one script each, and
+// keeping a place costs the same however long the line is (scripts.hpp). A
+// waiter SUBSCRIBEs to its place's own channel ({prefix}:lw:<name>:<ticket>)
+// on a connection of the listener pool, for as long as it waits, and then
+// checks once that it still needs to wait (a release just before the
 // SUBSCRIBE is not missed); a release, or a waiter leaving, PUBLISHes only to
-// the first live place, so a release wakes one waiter, not all.
+// the first live place, so a release wakes one waiter, not all. While nobody
+// moves, a waiter costs 5 commands per renewal of its place (every half of
+// the place's term): the queued acquire and the commands inside it.
 #pragma once
 
 #ifndef COORD_STORE_HEADER_INCLUDED
@@ -92,7 +96,7 @@ public:
                 return {};
             }
         }
-        auto r = call(scripts::lease_release_line, name, owner, {lease_key(name), line_key(name), places_key(name)},
+        auto r = call(scripts::lease_release_line, name, owner, {lease_key(name), line_key(name), ends_key(name)},
                       {ctx_.now(), std::string(owner), std::to_string(token), channel_prefix(name)});
         if (!r) return unexpected(r.error());
         return {};
@@ -110,7 +114,7 @@ public:
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         pool::call c(ctx_.calls());
-        auto r = c.eval(scripts::lease_enqueue, {line_key(name), places_key(name), lease_key(name)},
+        auto r = c.eval(scripts::lease_enqueue, {line_key(name), ends_key(name), tickets_key(name), lease_key(name)},
                         {ctx_.now(), std::string(who), detail::ns_arg(place_ttl.count())}, true);
         if (!r) return unexpected(r.error());
         if (detail::element(r->get(), 0) == "B") return unexpected(not_a_record(name));
@@ -120,20 +124,20 @@ public:
     }
     result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
                                                     std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
-        return call(scripts::lease_acquire_queued, name, owner, {lease_key(name), line_key(name), places_key(name)},
+        return call(scripts::lease_acquire_queued, name, owner, {lease_key(name), line_key(name), ends_key(name)},
                     {ctx_.now(), std::string(owner), detail::ns_arg(ttl.count()), std::to_string(ticket),
-                     detail::ns_arg(place_ttl.count()), detail::ns_arg(place_ttl.count() / 2)});
+                     detail::ns_arg(place_ttl.count())});
     }
     result<void> lease_dequeue(std::string_view name, std::uint64_t ticket) {
         pool::call c(ctx_.calls());
-        auto r = c.eval(scripts::lease_dequeue, {line_key(name), places_key(name)},
+        auto r = c.eval(scripts::lease_dequeue, {line_key(name), ends_key(name)},
                         {ctx_.now(), std::to_string(ticket), channel_prefix(name)}, true);
         if (!r) return unexpected(r.error());
         return {};
     }
     result<std::vector<lease_waiter>> lease_queue_read(std::string_view name) {
         pool::call c(ctx_.calls());
-        auto r = c.eval(scripts::lease_queue_read, {line_key(name), places_key(name)}, {ctx_.now()}, false);
+        auto r = c.eval(scripts::lease_queue_read, {line_key(name), ends_key(name)}, {ctx_.now()}, false);
         if (!r) return unexpected(r.error());
         const std::size_t n = detail::elements(r->get());
         if (n == 0 || (n - 1) % 3 != 0) return unexpected(detail::bad_reply("lease queue read"));
@@ -146,21 +150,37 @@ public:
         }
         return out;
     }
-    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t ahead,
-                    std::chrono::steady_clock::time_point until) {
-        pool::call listener(ctx_.listeners());
-        const std::string channel = channel_prefix(name) + std::to_string(ticket);
-        auto ready_now = [&] {
-            pool::call c(ctx_.calls());
-            auto r = c.eval(scripts::lease_next_in_line, {lease_key(name), line_key(name), places_key(name)},
-                            {ctx_.now(), std::to_string(ticket)}, false);
-            return !r || detail::element(r->get(), 0) == "1";
-        };
-        auto waited = listener.wait_message(channel, ready_now, until);
-        // No listener connection or the server unreachable: wait as a polled
-        // store does rather than ask again at once.
-        if (!waited) coord::detail::lease_poll_wait(ahead, until);
-    }
+    /// A waiter's turn: its place's channel stays SUBSCRIBEd from the first
+    /// wait to the end of this object, so a wake published between two
+    /// waits is read by the next one. After the SUBSCRIBE, the waiter asks
+    /// once whether it may go now (a release published before it).
+    class waiting {
+    public:
+        waiting(lease_adapter& a, std::string_view name, std::uint64_t ticket)
+            : a_(a), name_(name), ticket_(ticket), channel_(a.channel_prefix(name) + std::to_string(ticket)) {}
+        waiting(const waiting&) = delete;
+        waiting& operator=(const waiting&) = delete;
+        ~waiting() {
+            if (listener_) (void)listener_->unsubscribe();
+        }
+
+        void wait(std::size_t ahead, std::chrono::steady_clock::time_point until) {
+            if (!listener_) {
+                listener_.emplace(a_.ctx_.listeners());
+                if (!listener_->subscribe(channel_)) return coord::detail::lease_wait_unlistened(listener_, ahead, until);
+                if (a_.next_in_line(name_, ticket_)) return;
+            }
+            if (!listener_->wait_message(until)) coord::detail::lease_wait_unlistened(listener_, ahead, until);
+        }
+
+    private:
+        lease_adapter& a_;
+        std::string name_;
+        std::uint64_t ticket_;
+        std::string channel_;
+        std::optional<pool::call> listener_;
+    };
+    waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
 
 private:
     // The holder as the lease record keeps it (scripts.hpp): " <n>\n<holder> ",
@@ -173,8 +193,21 @@ private:
         out += ' ';
     }
     std::string lease_key(std::string_view name) const { return ctx_.key().of("lease", name); }
-    std::string line_key(std::string_view name) const { return ctx_.key().of("lease-line", name); }
-    std::string places_key(std::string_view name) const { return ctx_.key().of("lease-places", name); }
+    // The line (scripts.hpp, COORD_REDIS_LUA_LINE). Keys of their own, apart
+    // from the single-hash layout before 2026-12: during a rolling upgrade,
+    // old and new waiters wait in two lines (one lease record: never two
+    // holders), rather than each purging the other's places.
+    std::string line_key(std::string_view name) const { return ctx_.key().of("wait-line", name); }
+    std::string ends_key(std::string_view name) const { return ctx_.key().of("wait-ends", name); }
+    std::string tickets_key(std::string_view name) const { return ctx_.key().of("wait-tickets", name); }
+    // True when the ticket is first in line and nobody holds the lease (or
+    // the store cannot say: the waiter then asks with a queued acquire).
+    bool next_in_line(std::string_view name, std::uint64_t ticket) {
+        pool::call c(ctx_.calls());
+        auto r = c.eval(scripts::lease_next_in_line, {lease_key(name), line_key(name), ends_key(name)},
+                        {ctx_.now(), std::to_string(ticket)}, false);
+        return !r || detail::element(r->get(), 0) == "1";
+    }
     std::string channel_prefix(std::string_view name) const {
         std::string c = ctx_.key().of("lw", name);
         c += ':';

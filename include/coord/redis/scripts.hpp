@@ -338,30 +338,40 @@ return 'OK'
     "  redis.call('SET', k, lease_rec(t, '1', now, ttl, s.w, owner))\n"                                    \
     "  return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\\n'\n"                           \
     "end\n"
-// The line of waiters (lease_queue_store): purge the lapsed places, find or
-// wake the first live one.
+// The line of waiters (lease_queue_store), in three keys: the line (a sorted
+// set of places, scored by the ticket: arrival order), the places' ends (the
+// same members, scored by the end of each place in microseconds on the
+// store's clock: a place lives while end * 1000 > now) and the ticket counter.
+// A place's member is "<ticket> <owner>", so that finding it checks its
+// owner. Keeping a place is one ZADD and finding the lapsed ones one
+// ZRANGEBYSCORE, so a waiter's upkeep costs the same however long the line
+// is. (Scores are doubles: exact below 2^53 microseconds, the year 2255.)
+// purge: removes the lapsed places; first_live: the first live place without
+// writing (for read-only scripts); wake: PUBLISH to the first.
 #define COORD_REDIS_LUA_LINE                                                                               \
-    "local function purge(z, q, now)\n"                                                                    \
-    "  for _, t in ipairs(redis.call('ZRANGE', z, 0, -1)) do\n"                                            \
-    "    local u = redis.call('HGET', q, 'u:' .. t)\n"                                                     \
-    "    if not u or ucmp(u, now) <= 0 then\n"                                                             \
-    "      redis.call('ZREM', z, t); redis.call('HDEL', q, 'u:' .. t, 'o:' .. t)\n"                        \
-    "    end\n"                                                                                            \
+    "local function purge(z, e, now)\n"                                                                    \
+    "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', e, '-inf', us_of(now))) do\n"                        \
+    "    redis.call('ZREM', z, m); redis.call('ZREM', e, m)\n"                                             \
     "  end\n"                                                                                              \
     "end\n"                                                                                                \
-    "local function first_live(z, q, now)\n"                                                               \
-    "  for _, t in ipairs(redis.call('ZRANGE', z, 0, -1)) do\n"                                            \
-    "    local u = redis.call('HGET', q, 'u:' .. t)\n"                                                     \
-    "    if u and ucmp(u, now) > 0 then return t end\n"                                                    \
+    "local function ticket_of(m) return string.match(m, '^(%d+) ') end\n"                                  \
+    "local function first_live(z, e, now)\n"                                                               \
+    "  local i, floor = 0, us_of(now)\n"                                                                   \
+    "  while true do\n"                                                                                    \
+    "    local m = redis.call('ZRANGE', z, i, i)[1]\n"                                                     \
+    "    if not m then return nil end\n"                                                                   \
+    "    local u = redis.call('ZSCORE', e, m)\n"                                                           \
+    "    if u and ucmp(u, floor) > 0 then return ticket_of(m) end\n"                                       \
+    "    i = i + 1\n"                                                                                      \
     "  end\n"                                                                                              \
-    "  return nil\n"                                                                                       \
     "end\n"                                                                                                \
-    "local function wake(z, q, channel, now)\n"                                                            \
-    "  purge(z, q, now)\n"                                                                                 \
+    "local function wake(z, e, channel, now)\n"                                                            \
+    "  purge(z, e, now)\n"                                                                                 \
     "  local first = redis.call('ZRANGE', z, 0, 0)[1]\n"                                                   \
-    "  if first then redis.call('PUBLISH', channel .. first, '') return true end\n"                        \
+    "  if first then redis.call('PUBLISH', channel .. ticket_of(first), '') return true end\n"             \
     "  return false\n"                                                                                     \
-    "end\n"
+    "end\n"                                                                                                \
+    "local function place_end(now, ttl) return us_of(add(now, ttl)) end\n"
 
 
 /// KEYS: lease. ARGV: " <n>\n<owner> <ttl> " (the record's middle: one
@@ -439,8 +449,7 @@ return answer('N', s, now)
 )LUA"};
 
 /// The release that reads the line: by any token ('0') or with someone in
-/// line. KEYS: lease, line, line hash. ARGV: now, owner, token, channel
-/// prefix. 'OK' or a refusal. Wakes only the first live waiter (PUBLISH on
+/// line. KEYS: lease, line, ends. ARGV: now, owner, token, channel prefix. 'OK' or a refusal. Wakes only the first live waiter (PUBLISH on
 /// its place's channel).
 inline const detail::script lease_release_line{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
@@ -461,63 +470,70 @@ if not s.live then return 'NONE' end
 return answer('OK', s, now)
 )LUA"};
 
-/// KEYS: line, line hash, lease. ARGV: now, who, place ttl. {'OK', ticket} | {'B'}
+/// KEYS: line, ends, counter, lease. ARGV: now, who, place ttl. {'OK', ticket} | {'B'}
 inline const detail::script lease_enqueue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
-local rec = redis.call('GET', KEYS[3])
+local rec = redis.call('GET', KEYS[4])
 local s = lease_of(rec, now)
 if not s then return {'B'} end
 purge(KEYS[1], KEYS[2], now)
 if not rec or s.w ~= '1' then
   local held = '0' if s.held then held = '1' end
-  redis.call('SET', KEYS[3], lease_rec(s.last, held, s.start, s.ttl, '1', s.holder))
+  redis.call('SET', KEYS[4], lease_rec(s.last, held, s.start, s.ttl, '1', s.holder))
 end
-local t = string.format('%d', redis.call('HINCRBY', KEYS[2], 't', 1))
-redis.call('ZADD', KEYS[1], t, t)
-redis.call('HSET', KEYS[2], 'u:' .. t, add(now, ARGV[3]), 'o:' .. t, ARGV[2])
+local t = string.format('%d', redis.call('INCR', KEYS[3]))
+local m = t .. ' ' .. ARGV[2]
+redis.call('ZADD', KEYS[1], t, m)
+redis.call('ZADD', KEYS[2], place_end(now, ARGV[3]), m)
 return {'OK', t}
 )LUA"};
 
-/// lease_queue_rule::acquire. KEYS: lease, line, line hash.
-/// ARGV: now, owner, ttl, ticket, place ttl, half the place ttl.
+/// lease_queue_rule::acquire. KEYS: lease, line, ends.
+/// ARGV: now, owner, ttl, ticket, place ttl. While it waits, a waiter costs
+/// five commands a call (the script, GET, ZRANGEBYSCORE, ZRANK, ZADD),
+/// however long the line is.
 inline const detail::script lease_acquire_queued{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
 local s = lease_of(redis.call('GET', KEYS[1]), now)
 if not s then return 'B' end
 purge(KEYS[2], KEYS[3], now)
-local t = ARGV[4]
-local rank = redis.call('ZRANK', KEYS[2], t)
-if not rank or redis.call('HGET', KEYS[3], 'o:' .. t) ~= ARGV[2] then return answer('L', s, now) end
-if ucmp(redis.call('HGET', KEYS[3], 'u:' .. t), add(now, ARGV[6])) < 0 then
-  redis.call('HSET', KEYS[3], 'u:' .. t, add(now, ARGV[5]))
+local m = ARGV[4] .. ' ' .. ARGV[2]
+local rank = redis.call('ZRANK', KEYS[2], m)
+if not rank then return answer('L', s, now) end
+if rank > 0 or s.live then
+  redis.call('ZADD', KEYS[3], place_end(now, ARGV[5]), m)
+  return answer('H', s, now, string.format('%d', rank))
 end
-if rank > 0 or s.live then return answer('H', s, now, string.format('%d', rank)) end
-redis.call('ZREM', KEYS[2], t); redis.call('HDEL', KEYS[3], 'u:' .. t, 'o:' .. t)
+redis.call('ZREM', KEYS[2], m); redis.call('ZREM', KEYS[3], m)
 return grant(KEYS[1], s, ARGV[2], ARGV[3], now)
 )LUA"};
 
-/// KEYS: line, line hash. ARGV: now, ticket, channel prefix.
+/// KEYS: line, ends. ARGV: now, ticket, channel prefix.
 inline const detail::script lease_dequeue{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(
 local now = clock(ARGV[1])
-if redis.call('ZREM', KEYS[1], ARGV[2]) == 1 then
-  redis.call('HDEL', KEYS[2], 'u:' .. ARGV[2], 'o:' .. ARGV[2])
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[2], ARGV[2])[1]
+if m then
+  redis.call('ZREM', KEYS[1], m); redis.call('ZREM', KEYS[2], m)
   wake(KEYS[1], KEYS[2], ARGV[3], now)
 end
 return {'OK'}
 )LUA"};
 
-/// KEYS: line, line hash. ARGV: now. {'OK', ticket, who, until, ...} (live places, in order)
+/// KEYS: line, ends. ARGV: now. {'OK', ticket, who, until, ...} (live places, in order)
 inline const detail::script lease_queue_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(local now = clock(ARGV[1])
-local out = {'OK'}
-for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local f = redis.call('HMGET', KEYS[2], 'u:' .. t, 'o:' .. t)
-  if f[1] and ucmp(f[1], now) > 0 then out[#out + 1] = t; out[#out + 1] = f[2] or ''; out[#out + 1] = f[1] end
+local out, floor = {'OK'}, us_of(now)
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local u = redis.call('ZSCORE', KEYS[2], m)
+  local t = ticket_of(m)
+  if u and t and ucmp(u, floor) > 0 then
+    out[#out + 1] = t; out[#out + 1] = string.sub(m, #t + 2); out[#out + 1] = u .. '000'
+  end
 end
 return out
 )LUA"};
 
 /// True ('1') when the ticket is first in line and nobody holds the lease.
-/// KEYS: lease, line, line hash. ARGV: now, ticket.
+/// KEYS: lease, line, ends. ARGV: now, ticket.
 inline const detail::script lease_next_in_line{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE COORD_REDIS_LUA_LEASE COORD_REDIS_LUA_LINE R"LUA(local now = clock(ARGV[1])
 local s = lease_of(redis.call('GET', KEYS[1]), now)
 if not s then return {'0'} end

@@ -191,9 +191,11 @@ struct lease_queue_rule {
         auto it = q.waiters.begin();
         for (; it != q.waiters.end() && it->ticket != ticket; ++it) ++ahead;
         if (it == q.waiters.end() || it->who != owner) return unexpected(lease_rule::refusal(errc::wait_place_lost, l, now));
-        // The place is renewed once half its term is gone (so that a store
-        // that persists it writes at most twice a term, not on every poll).
-        if (it->until_ns - now < place_ttl_ns / 2) it->until_ns = add_saturated(now, place_ttl_ns);
+        // The place is renewed once a quarter of its term is gone: a waiter
+        // that comes back every half term (the lease manager) renews every
+        // time, with margin for a late wake, and a store that persists the
+        // place writes at most four times a term, not on every poll.
+        if (it->until_ns - now < place_ttl_ns - place_ttl_ns / 4) it->until_ns = add_saturated(now, place_ttl_ns);
         if (ahead > 0 || lease_rule::live(l, now)) {
             auto e = lease_rule::refusal(errc::lease_held, l, now);
             e.ahead = ahead;

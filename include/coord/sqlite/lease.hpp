@@ -114,9 +114,8 @@ public:
         coord::detail::lease_queue_rule::purge(*q, since_epoch_ns(clock_.now()));
         return std::move(q->waiters);
     }
-    void lease_wait(std::string_view, std::uint64_t, std::size_t ahead, std::chrono::steady_clock::time_point until) {
-        coord::detail::lease_poll_wait(ahead, until);
-    }
+    /// Polls (coord/detail/lease_poll.hpp): no notification crosses processes.
+    coord::detail::polled_waiting lease_waiting(std::string_view, std::uint64_t) const { return {}; }
 
 private:
     using record = coord::detail::lease_rule::record;

@@ -556,9 +556,8 @@ public:
             return q.waiters;
         });
     }
-    void lease_wait(std::string_view, std::uint64_t, std::size_t ahead, std::chrono::steady_clock::time_point until) {
-        detail::lease_poll_wait(ahead, until);
-    }
+    /// Polls (coord/detail/lease_poll.hpp): no notification crosses processes.
+    detail::polled_waiting lease_waiting(std::string_view, std::uint64_t) const { return {}; }
 
     result<std::optional<lease>> lease_read(std::string_view name) {
         return transact<false, error>(

@@ -142,13 +142,27 @@ public:
         detail::lease_queue_rule::purge(q->second, now_ns());
         return q->second.waiters;
     }
-    void lease_wait(std::string_view name, std::uint64_t ticket, std::size_t /*ahead*/,
-                    std::chrono::steady_clock::time_point until) {
+    /// A waiter's turn: each wait checks under the store's lock, so nothing
+    /// needs keeping between two waits.
+    class waiting {
+    public:
+        waiting(basic_memory_store& s, std::string_view name, std::uint64_t ticket) : s_(&s), name_(name), ticket_(ticket) {}
+        void wait(std::size_t /*ahead*/, std::chrono::steady_clock::time_point until) { s_->wait_turn(name_, ticket_, until); }
+
+    private:
+        basic_memory_store* s_;
+        std::string name_;
+        std::uint64_t ticket_;
+    };
+    waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
+
+private:
+    void wait_turn(std::string_view name, std::uint64_t ticket, std::chrono::steady_clock::time_point until) {
         std::unique_lock lk(lease_mutex_);
         if (next_in_line(name, ticket)) return;  // already free for it: no wait
         // (`until` already includes the end of the holder's term: the manager
         // computes it from the refusal.)
-        waiting w;
+        blocked w;
         auto& slot = waiting_[std::string(name)];
         slot[ticket] = &w;
         w.cv.wait_until(lk, until, [&] { return w.woken; });
@@ -156,6 +170,7 @@ public:
         if (slot.empty()) waiting_.erase(std::string(name));
     }
 
+public:
     // time_reservation_store ----------------------------------------------
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
@@ -343,8 +358,8 @@ private:
         return scratch_;
     }
 
-    // A waiter blocked in lease_wait (on its own stack).
-    struct waiting {
+    // A waiter blocked in wait_turn (on its own stack).
+    struct blocked {
         std::condition_variable cv;
         bool woken = false;
     };
@@ -379,7 +394,7 @@ private:
     detail::string_map<detail::lease_rule::record> leases_;
     detail::lease_rule::record scratch_;  // guarded by lease_mutex_
     detail::string_map<detail::lease_queue_rule::record> queues_;  // guarded by lease_mutex_
-    std::unordered_map<std::string, std::unordered_map<std::uint64_t, waiting*>> waiting_;  // guarded by lease_mutex_
+    std::unordered_map<std::string, std::unordered_map<std::uint64_t, blocked*>> waiting_;  // guarded by lease_mutex_
     std::mutex reservation_mutex_;
     detail::string_map<detail::reservation_rule::record> reservations_;
     ledger_record* find_record(std::string_view key) {
