@@ -71,24 +71,8 @@
 #if defined(COORD_HAS_SESSION)
 #include "coord/jwt.hpp"
 #endif
-#if defined(COORD_HAS_POSTGRES)
-#include "coord/postgres/store.hpp"
-#endif
-#if defined(COORD_HAS_SQLITE)
-#include "coord/sqlite/store.hpp"
-#endif
-#if defined(COORD_HAS_REDIS)
-#include "coord/redis/store.hpp"
-#endif
-#if defined(COORD_HAS_ETCD)
-#include "coord/etcd/store.hpp"
-#endif
-#if defined(COORD_HAS_ZOOKEEPER)
-#include "coord/zookeeper/store.hpp"
-#endif
-#include "coord/storage/file.hpp"
+#include "coord/open.hpp"
 #include "coord/storage/memory.hpp"
-#include "store_spec.hpp"
 #include "coord/uuid7.hpp"
 
 namespace {
@@ -146,8 +130,7 @@ struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-using coord_examples::printable;
-using coord_examples::store_schemes;
+using coord::detail::printable;
 
 /// A refusal of an ID stream: to standard error (standard output carries
 /// only IDs), exit 3.
@@ -287,15 +270,16 @@ int with_store(const options& o, F&& f, const std::string& option = "store") {
     const std::chrono::milliseconds timeout = o.has("timeout") ? o.duration("timeout") : std::chrono::milliseconds{0};
     bool opened = false;
     try {
-        return coord_examples::with_store(spec, timeout, [&](auto& store) -> int {
-            opened = true;
-            return f(store);
-        });
-    } catch (const coord_examples::store_spec_error& e) {
+        return coord::with_store(
+            spec,
+            [&](auto& store) -> int {
+                opened = true;
+                return f(store);
+            },
+            coord::open_options{.timeout = timeout});
+    } catch (const coord::bad_store_url& e) {
         if (opened) throw;
-        std::string why = e.what();
-        if (option != "store" && why.rfind("--store", 0) == 0) why = "--" + option + why.substr(7);
-        throw usage_error(why);
+        throw usage_error("--" + option + ": " + e.what());
     }
 }
 

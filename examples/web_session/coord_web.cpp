@@ -66,8 +66,9 @@
 #include <utility>
 #include <vector>
 
+#include "coord/open.hpp"
 #include "coord/session.hpp"
-#include "store_spec.hpp"
+#include "coord/storage/memory.hpp"
 
 namespace {
 
@@ -302,7 +303,7 @@ private:
         if (!r) return MHD_NO;
         MHD_add_response_header(r.get(), "Content-Type", res.type.c_str());
         for (const auto& [name, value] : res.headers) MHD_add_response_header(r.get(), name.c_str(), value.c_str());
-        std::fprintf(stderr, "coord_web: %s %s %d\n", req.method.c_str(), coord_examples::printable(req.path).c_str(), res.status);
+        std::fprintf(stderr, "coord_web: %s %s %d\n", req.method.c_str(), coord::detail::printable(req.path).c_str(), res.status);
         return MHD_queue_response(c, static_cast<unsigned>(res.status), r.get());
     }
 
@@ -348,7 +349,7 @@ private:
             try {
                 it->second(*req, res);
             } catch (const std::exception& e) {
-                std::fprintf(stderr, "coord_web: %s %s: %s\n", req->method.c_str(), coord_examples::printable(req->path).c_str(), e.what());
+                std::fprintf(stderr, "coord_web: %s %s: %s\n", req->method.c_str(), coord::detail::printable(req->path).c_str(), e.what());
                 res = refusal(500, "Internal error.\n");
             }
         } else {
@@ -435,7 +436,7 @@ std::chrono::seconds seconds_option(const std::string& name, const std::string& 
     std::uint64_t n = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (ec != std::errc{} || p != v.data() + v.size() || n == 0 || n > 400ull * 24 * 3600)
-        throw usage_error("--" + name + " must be 1 to 34560000 seconds (400 days), got '" + coord_examples::printable(v) + "'");
+        throw usage_error("--" + name + " must be 1 to 34560000 seconds (400 days), got '" + coord::detail::printable(v) + "'");
     return std::chrono::seconds(n);
 }
 
@@ -444,11 +445,11 @@ settings parse(int argc, char** argv) {
     std::map<std::string, std::string> v;
     for (int i = 1; i < argc; i += 2) {
         const std::string k = argv[i];
-        if (k.rfind("--", 0) != 0 || i + 1 >= argc) throw usage_error("bad argument '" + coord_examples::printable(k) + "'");
+        if (k.rfind("--", 0) != 0 || i + 1 >= argc) throw usage_error("bad argument '" + coord::detail::printable(k) + "'");
         const std::string name = k.substr(2);
         if (name != "store" && name != "listen" && name != "users" && name != "idle-timeout" && name != "absolute-timeout" &&
             name != "client-timeout")
-            throw usage_error("unknown option " + coord_examples::printable(k));
+            throw usage_error("unknown option " + coord::detail::printable(k));
         if (!v.emplace(name, argv[i + 1]).second) throw usage_error("option given twice: " + k);
     }
     for (const char* need : {"store", "listen", "users"})
@@ -461,14 +462,14 @@ settings parse(int argc, char** argv) {
     if (colon == std::string::npos || colon == 0 ||
         std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), port).ec != std::errc{} || port < 1 ||
         port > 65535)
-        throw usage_error("--listen must be HOST:PORT (port 1..65535), got '" + coord_examples::printable(listen) + "'");
+        throw usage_error("--listen must be HOST:PORT (port 1..65535), got '" + coord::detail::printable(listen) + "'");
     s.host = listen.substr(0, colon);
     s.port = port;
     if (v.count("idle-timeout")) s.timeouts.idle_timeout = seconds_option("idle-timeout", v["idle-timeout"]);
     if (v.count("absolute-timeout")) s.timeouts.absolute_timeout = seconds_option("absolute-timeout", v["absolute-timeout"]);
     if (v.count("client-timeout")) {
         const auto t = seconds_option("client-timeout", v["client-timeout"]).count();
-        if (t > 3600) throw usage_error("--client-timeout must be 1 to 3600 seconds, got '" + coord_examples::printable(v["client-timeout"]) + "'");
+        if (t > 3600) throw usage_error("--client-timeout must be 1 to 3600 seconds, got '" + coord::detail::printable(v["client-timeout"]) + "'");
         s.client_timeout_s = static_cast<unsigned>(t);
     }
     if (s.timeouts.idle_timeout > s.timeouts.absolute_timeout)
@@ -620,13 +621,12 @@ int main(int argc, char** argv) {
             coord::memory_store store;
             return serve(store, cfg, users);
         }
-        return coord_examples::with_store(cfg.store, std::chrono::milliseconds{0},
-                                          [&](auto& store) { return serve(store, cfg, users); });
+        return coord::with_store(cfg.store, [&](auto& store) { return serve(store, cfg, users); });
     } catch (const usage_error& e) {
         std::fprintf(stderr, "coord_web: %s\n", e.what());
         return 2;
-    } catch (const coord_examples::store_spec_error& e) {
-        std::fprintf(stderr, "coord_web: %s (or memory)\n", e.what());
+    } catch (const coord::bad_store_url& e) {
+        std::fprintf(stderr, "coord_web: --store: %s (or memory)\n", e.what());
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "coord_web: %s\n", e.what());

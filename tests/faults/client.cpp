@@ -57,10 +57,11 @@
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
+#include "coord/open.hpp"
 #include "coord/segment.hpp"
 #include "coord/snowflake.hpp"
+#include "coord/storage/memory.hpp"
 #include "coord/uuid7.hpp"
-#include "store_spec.hpp"
 
 namespace {
 
@@ -470,8 +471,8 @@ int main(int argc, char** argv) {
         if (a.cmd != "setup" && (a.history.empty() || a.proc.empty() || a.workload.empty()))
             throw std::invalid_argument("--workload, --proc and --history are required");
         if (a.slots == 0 || a.slots > 100000) throw std::invalid_argument("--slots must be 1..100000");
-        return coord_examples::with_store(a.store, std::chrono::milliseconds{2000},
-                                          [&](auto& store) { return run(store, a); });
+        return coord::with_store(a.store, [&](auto& store) { return run(store, a); },
+                                 coord::open_options{.timeout = std::chrono::milliseconds{2000}});
     } catch (const std::exception& e) {
         std::fprintf(stderr, "coord_fault_client: %s\n", e.what());
         return 1;

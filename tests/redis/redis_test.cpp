@@ -19,10 +19,12 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
+#include "coord/open.hpp"
 #include "coord/segment.hpp"
 #include "redis/redis_support.hpp"
 
@@ -66,6 +68,33 @@ auto until_answered(F f) {
         r = f();
     }
     return r;
+}
+
+// coord/open.hpp with the Redis engine linked: the test server's URL opens a
+// Redis store (a fence on it works); a malformed redis:// URL is refused
+// before anything is opened.
+TEST(Redis, AStoreUrlOpensTheRedisStoreAndAMalformedOneIsBadInput) {
+    // The lambda is made for every store type the URL could name; only the
+    // Redis one may run.
+    const auto token = coord::with_store(coord::test::redis_url(), [](auto& store) -> coord::fence_token {
+        if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(store)>, coord::redis::store>) {
+            ADD_FAILURE() << "a redis:// URL opened another store";
+            return 0;
+        } else {
+            coord::basic_lease_manager leases{store};
+            auto l = leases.acquire("open-test-" + std::to_string(::getpid()), "a", std::chrono::seconds{10});
+            return l ? l->token : 0;
+        }
+    });
+    EXPECT_GT(token, 0u);
+    for (const char* url : {"redis://127.0.0.1:1:2", "redis://127.0.0.1:99999", "redis://h%41:1", "redis://127.0.0.1:1/notadb"}) {
+        try {
+            coord::with_store(url, [](auto&) { return 0; });
+            ADD_FAILURE() << url << " opened";
+        } catch (const coord::bad_store_url& e) {
+            EXPECT_NE(std::string(e.what()).find("store URL '"), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(Redis, LeaseExpiryIsOnTheServerClockAndTokensAreFlooredByIt) {

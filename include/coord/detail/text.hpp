@@ -4,10 +4,12 @@
 // non-empty, at most max_name_size bytes, valid UTF-8 without NUL, so that
 // every store, whether it keeps names as bytes (memory, file, Redis) or as
 // text (PostgreSQL, whose index keys are limited to about 2.7 KB), gives the
-// same answer for the same name.
+// same answer for the same name. And printable(): any text as one
+// unambiguous token of output (for messages and the tools' lines).
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace coord::detail {
@@ -44,6 +46,28 @@ constexpr bool valid_name_text(std::string_view s) noexcept {
         i += len;
     }
     return true;
+}
+
+/// A stored or given string as one unambiguous token of output: a backslash
+/// and every byte below 0x20, 0x7f and above are escaped (\\, \n, \t, \r,
+/// \xHH), so a value like "x\ntoken=999" cannot forge an output line.
+inline std::string printable(std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (c < 0x20 || c >= 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else out += ch;
+    }
+    return out;
 }
 
 }  // namespace coord::detail
