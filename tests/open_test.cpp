@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <unistd.h>
 
-#include "coord/lease.hpp"
+#include "coord/aliases.hpp"
 #include "coord/open.hpp"
 
 namespace {
@@ -29,11 +29,20 @@ std::string refusal(const std::string& url) {
     return "";
 }
 
+// The embedded stores' everyday names (coord/aliases.hpp); the short names
+// are the memory store's.
+static_assert(std::is_same_v<coord::memory::lease_manager, coord::basic_lease_manager<coord::memory_store>>);
+static_assert(std::is_same_v<coord::lease_manager, coord::memory::lease_manager>);
+static_assert(std::is_same_v<coord::snowflake, coord::memory::snowflake>);
+static_assert(std::is_same_v<coord::file::job_ledger, coord::basic_job_ledger<coord::file_store>>);
+static_assert(std::is_same_v<coord::file::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::file_store>>);
+
 TEST(OpenStore, AFileUrlOpensAFileStoreAndItsLeasesWork) {
     const auto path = temp_state("lease.state");
     const auto token = coord::with_store("file:" + path.string(), [](auto& store) {
         static_assert(std::is_same_v<std::remove_cvref_t<decltype(store)>, coord::file_store>);
-        coord::basic_lease_manager leases{store};
+        coord::file::lease_manager leases{store};
         auto l = leases.acquire("job", "a", 10s);
         return l ? l->token : 0;
     });

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// coord/aliases.hpp: the everyday names, each primitive on the memory store
-// (one process) with the wall clock, and the checks that the embedded stores
-// model every store concept they claim.
+// coord/aliases.hpp: the everyday names of the embedded stores, and the
+// checks that they model every store concept they claim:
+//   coord::memory::lease_manager, ::snowflake, ...  on coord::memory_store (one process)
+//   coord::file::lease_manager, ...                 on coord::file_store (one machine)
+//   coord::lease_manager, coord::snowflake, ...     the short names: the memory
+//                                                   store's, ONE PROCESS only
+// Each engine declares its own in its store header:
+// coord::postgres::lease_manager, coord::redis::snowflake,
+// coord::sqlite::job_ledger, ... (coord/detail/store_aliases.hpp).
 //
 // The primitives' headers include no store: with your own store, include
 // the primitive alone. This header is the one place where primitives and the
@@ -9,11 +15,12 @@
 //
 //   #include <coord/aliases.hpp>
 //   coord::memory_store store;
-//   coord::lease_manager leases{store};
-//   coord::snowflake ids{store, {.node = 7}};
+//   coord::memory::lease_manager leases{store};
+//   coord::memory::snowflake ids{store, {.node = 7}};
 #pragma once
 
 #include "coord/clock.hpp"
+#include "coord/detail/store_aliases.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/lease.hpp"
@@ -44,6 +51,23 @@ static_assert(lease_queue_store<file_store>);
 static_assert(time_reservation_store<file_store>);
 static_assert(segment_allocator<file_store>);
 static_assert(ledger_store<file_store>);
+
+namespace memory {
+// The primitives on one process's memory_store.
+COORD_STORE_ALIASES(memory_store);
+COORD_STORE_LEDGER_ALIAS(memory_store);
+COORD_STORE_SESSION_ALIAS(memory_store);
+}  // namespace memory
+
+namespace file {
+// The primitives on one machine's file_store.
+COORD_STORE_ALIASES(file_store);
+COORD_STORE_LEDGER_ALIAS(file_store);
+}  // namespace file
+
+// The short names: the memory store's (one process; not shared with another
+// process or machine). Kept for existing code and quick experiments; in a
+// service, name the store: coord::file::..., coord::postgres::..., ...
 
 /// A fenced resource in a memory_store.
 using fenced_resource = basic_fenced_resource<memory_store>;

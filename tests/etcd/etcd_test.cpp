@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
@@ -43,6 +44,13 @@ std::string closed_endpoint() {
     ::close(fd);
     return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
 }
+
+// The everyday names on this engine (coord/detail/store_aliases.hpp).
+static_assert(std::is_same_v<coord::etcd::lease_manager, coord::basic_lease_manager<coord::etcd::store>>);
+static_assert(std::is_same_v<coord::etcd::fenced_resource, coord::basic_fenced_resource<coord::etcd::store>>);
+static_assert(std::is_same_v<coord::etcd::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::etcd::store>>);
+static_assert(std::is_same_v<coord::etcd::segment_generator, coord::basic_segment_generator<coord::etcd::store>>);
 
 TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
     auto store = fresh_store();

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
@@ -22,6 +23,15 @@
 namespace {
 
 using namespace std::chrono_literals;
+
+// The everyday names on this engine (coord/detail/store_aliases.hpp).
+static_assert(std::is_same_v<coord::postgres::lease_manager, coord::basic_lease_manager<coord::postgres::store>>);
+static_assert(std::is_same_v<coord::postgres::fenced_resource, coord::basic_fenced_resource<coord::postgres::store>>);
+static_assert(std::is_same_v<coord::postgres::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::postgres::store>>);
+static_assert(std::is_same_v<coord::postgres::segment_generator, coord::basic_segment_generator<coord::postgres::store>>);
+static_assert(std::is_same_v<coord::postgres::job_ledger, coord::basic_job_ledger<coord::postgres::store>>);
+static_assert(std::is_same_v<coord::postgres::session_manager, coord::basic_session_manager<coord::postgres::store>>);
 
 TEST(Postgres, LeaseExpiryIsOnTheServerClock) {
     coord::postgres::store store{coord::test::pg_fresh_schema()};

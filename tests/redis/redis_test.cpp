@@ -73,6 +73,15 @@ auto until_answered(F f) {
 // coord/open.hpp with the Redis engine linked: the test server's URL opens a
 // Redis store (a fence on it works); a malformed redis:// URL is refused
 // before anything is opened.
+// The everyday names on this engine (coord/detail/store_aliases.hpp).
+static_assert(std::is_same_v<coord::redis::lease_manager, coord::basic_lease_manager<coord::redis::store>>);
+static_assert(std::is_same_v<coord::redis::fenced_resource, coord::basic_fenced_resource<coord::redis::store>>);
+static_assert(std::is_same_v<coord::redis::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::redis::store>>);
+static_assert(std::is_same_v<coord::redis::segment_generator, coord::basic_segment_generator<coord::redis::store>>);
+static_assert(std::is_same_v<coord::redis::job_ledger, coord::basic_job_ledger<coord::redis::store>>);
+static_assert(std::is_same_v<coord::redis::session_manager, coord::basic_session_manager<coord::redis::store>>);
+
 TEST(Redis, AStoreUrlOpensTheRedisStoreAndAMalformedOneIsBadInput) {
     // The lambda is made for every store type the URL could name; only the
     // Redis one may run.

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
@@ -60,6 +61,15 @@ coord::store_error open_error(F&& open) {
     }
     return coord::store_error(std::error_code{}, "opened");
 }
+
+// The everyday names on this engine (coord/detail/store_aliases.hpp).
+static_assert(std::is_same_v<coord::sqlite::lease_manager, coord::basic_lease_manager<coord::sqlite::store>>);
+static_assert(std::is_same_v<coord::sqlite::fenced_resource, coord::basic_fenced_resource<coord::sqlite::store>>);
+static_assert(std::is_same_v<coord::sqlite::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::sqlite::store>>);
+static_assert(std::is_same_v<coord::sqlite::segment_generator, coord::basic_segment_generator<coord::sqlite::store>>);
+static_assert(std::is_same_v<coord::sqlite::job_ledger, coord::basic_job_ledger<coord::sqlite::store>>);
+static_assert(std::is_same_v<coord::sqlite::session_manager, coord::basic_session_manager<coord::sqlite::store>>);
 
 TEST(Sqlite, EverySpellingAndLinkOfOneFileIsOneDatabase) {
     scratch_dir dir;

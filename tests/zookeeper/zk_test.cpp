@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
@@ -32,6 +33,14 @@ void wait_for_server_time(coord::zookeeper::store& store, std::int64_t t) {
         std::this_thread::sleep_for(20ms);
     }
 }
+
+// The everyday names on this engine (coord/detail/store_aliases.hpp).
+static_assert(std::is_same_v<coord::zookeeper::lease_manager, coord::basic_lease_manager<coord::zookeeper::store>>);
+static_assert(std::is_same_v<coord::zookeeper::fenced_resource, coord::basic_fenced_resource<coord::zookeeper::store>>);
+static_assert(std::is_same_v<coord::zookeeper::snowflake,
+                             coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::zookeeper::store>>);
+static_assert(std::is_same_v<coord::zookeeper::segment_generator, coord::basic_segment_generator<coord::zookeeper::store>>);
+static_assert(std::is_same_v<coord::zookeeper::job_ledger, coord::basic_job_ledger<coord::zookeeper::store>>);
 
 TEST(ZooKeeper, TermsAreJudgedOnTheEnsemblesStampsAndTokensAreZxids) {
     const std::string url = zk_fresh_root(zk_url());

@@ -27,6 +27,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/store_aliases.hpp"
 #include "coord/etcd/connection.hpp"
 #include "coord/etcd/context.hpp"
 #include "coord/etcd/fence.hpp"
@@ -95,5 +96,8 @@ static_assert(lease_store<store>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
 static_assert(revocation_store<store>);
+
+// The everyday names on this store: coord::etcd::lease_manager and so on.
+COORD_STORE_ALIASES(store);
 
 }  // namespace coord::etcd

@@ -39,6 +39,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/store_aliases.hpp"
 #include "coord/postgres/connection.hpp"
 #include "coord/postgres/fence.hpp"
 #include "coord/postgres/lease.hpp"
@@ -139,5 +140,10 @@ static_assert(ledger_store<store>);
 static_assert(ledger_run_store<store>);
 static_assert(session_store<store>);
 static_assert(revocation_store<store>);
+
+// The everyday names on this store: coord::postgres::lease_manager and so on.
+COORD_STORE_ALIASES(store);
+COORD_STORE_LEDGER_ALIAS(store);
+COORD_STORE_SESSION_ALIAS(store);
 
 }  // namespace coord::postgres

@@ -52,6 +52,7 @@
 #include <utility>
 
 #include "coord/random.hpp"
+#include "coord/detail/store_aliases.hpp"
 #include "coord/redis/connection.hpp"
 #include "coord/redis/context.hpp"
 #include "coord/redis/fence.hpp"
@@ -257,5 +258,10 @@ static_assert(segment_allocator<store>);
 static_assert(ledger_store<store>);
 static_assert(session_store<store>);
 static_assert(revocation_store<store>);
+
+// The everyday names on this store: coord::redis::lease_manager and so on.
+COORD_STORE_ALIASES(store);
+COORD_STORE_LEDGER_ALIAS(store);
+COORD_STORE_SESSION_ALIAS(store);
 
 }  // namespace coord::redis

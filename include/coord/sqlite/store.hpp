@@ -36,6 +36,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/path.hpp"
+#include "coord/detail/store_aliases.hpp"
 #include "coord/sqlite/connection.hpp"
 #include "coord/sqlite/fence.hpp"
 #include "coord/sqlite/lease.hpp"
@@ -130,5 +131,10 @@ static_assert(ledger_store<store>);
 static_assert(ledger_run_store<store>);
 static_assert(session_store<store>);
 static_assert(revocation_store<store>);
+
+// The everyday names on this store: coord::sqlite::lease_manager and so on.
+COORD_STORE_ALIASES(store);
+COORD_STORE_LEDGER_ALIAS(store);
+COORD_STORE_SESSION_ALIAS(store);
 
 }  // namespace coord::sqlite

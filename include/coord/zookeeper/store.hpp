@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/store_aliases.hpp"
 #include "coord/zookeeper/connection.hpp"
 #include "coord/zookeeper/context.hpp"
 #include "coord/zookeeper/fence.hpp"
@@ -125,5 +126,9 @@ static_assert(lease_store<session_lease_adapter<server_clock>>);
 static_assert(time_reservation_store<store>);
 static_assert(segment_allocator<store>);
 static_assert(ledger_store<store>);
+
+// The everyday names on this store: coord::zookeeper::lease_manager and so on.
+COORD_STORE_ALIASES(store);
+COORD_STORE_LEDGER_ALIAS(store);
 
 }  // namespace coord::zookeeper
