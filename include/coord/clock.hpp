@@ -102,6 +102,14 @@ struct steady_clock {
     void sleep_until(time_point t) const { detail::precise_sleep_until(*this, t); }
 };
 
+/// The clock policy of a store on a server (PostgreSQL, Redis, etcd,
+/// ZooKeeper) that means "the server's clock": every expiry is judged on the
+/// clock of the server, read inside the operation, never on this machine's.
+/// A tag, not a clock: it has no now(). Tests give such a store a
+/// manual_clock instead, whose readings are sent with each call. Each engine
+/// names it too (coord::postgres::server_clock is this type).
+struct server_clock {};
+
 /// A clock that moves only when told: advance(d), set(t), including
 /// backwards. Copies share one time (it is a handle), so a test keeps one copy
 /// and hands others to the code under test. Safe from any thread.

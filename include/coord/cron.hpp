@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
@@ -711,8 +712,7 @@ private:
             throw std::invalid_argument("cron: worker must be at most 1006 bytes, got " + std::to_string(o.worker.size()));
         if (o.catch_up < milliseconds::zero() || o.catch_up > std::chrono::hours{24 * 400})
             throw std::invalid_argument("cron: catch_up must be 0 to 400 days");
-        if (o.start_grace < milliseconds{1} || o.start_grace > std::chrono::hours{24})
-            throw std::invalid_argument("cron: start_grace must be 1 ms to 24 h");
+        coord::detail::check_timeout("cron: start_grace", o.start_grace);
         if (o.overlap == overlap_policy::queue_one)
             throw std::invalid_argument("cron: overlap must be allow, skip (forbid) or replace");
         if (o.lease_ttl < milliseconds{100} || o.lease_ttl > std::chrono::hours{24})

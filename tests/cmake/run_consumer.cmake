@@ -14,6 +14,7 @@ run("${CMAKE_COMMAND}" -S "${SRC}" -B "${BIN}" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE
     "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCOORD_SOURCE_DIR=${COORD_SOURCE_DIR}")
 run("${CMAKE_COMMAND}" --build "${BIN}")
 run("${BIN}/consumer")
+run("${BIN}/jwt_consumer")
 run("${BIN}/session_consumer")
 run("${BIN}/postgres_consumer")
 run("${BIN}/sqlite_consumer")

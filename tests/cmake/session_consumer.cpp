@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// A tiny program that uses coord::session (JWT on OpenSSL) as a consumer would.
-#include <coord/jwt.hpp>
-
-#include <string>
+// A tiny program that uses coord::session (server-side sessions: nothing
+// beyond coord::coord, no OpenSSL) as a consumer would.
+#include <coord/aliases.hpp>
 
 int main() {
-    using namespace coord::jwt;
-    const key k = key::hmac(algorithm::hs256, std::string(32, 's'), "k1");
-    auto token = signer(k).sign(R"({"sub":"alice","exp":253402300799})");
-    if (!token) return 1;
-    validator v(key_set{k}, validation_options{});
-    auto c = v.validate(*token);
-    return c && c->sub() == "alice" ? 0 : 2;
+    coord::memory_store store;
+    coord::memory::session_manager sessions{store};
+    auto s = sessions.create("alice");
+    if (!s) return 1;
+    auto again = sessions.load(s->id);
+    return again && again->user == "alice" ? 0 : 2;
 }

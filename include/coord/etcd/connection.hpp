@@ -33,12 +33,14 @@
 #include <utility>
 #include <vector>
 
+#include "coord/clock.hpp"
 #include "coord/detail/base64url.hpp"
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
 #include "coord/detail/json.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -141,7 +143,7 @@ struct options {
 /// etcd's lease timers on its leader. A test clock drives expiry instead: a
 /// lease whose term ended on it is revoked (which deletes its keys, as
 /// etcd's expiry does) before the next call.
-struct server_clock {};
+using server_clock = coord::server_clock;
 
 namespace detail {
 
@@ -332,13 +334,10 @@ public:
         if (!e) throw std::invalid_argument("coord: etcd URL '" + url_ + "' is malformed: " + e.error());
         endpoints_ = std::move(*e);
         using std::chrono::milliseconds;
-        const auto day = std::chrono::hours{24};
         if (opts_.pool_size < 1 || opts_.pool_size > 64)
             throw std::invalid_argument("coord::etcd::options::pool_size must be 1 to 64");
-        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
-            throw std::invalid_argument("coord::etcd::options::operation_timeout must be 1 ms to 24 h");
-        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
-            throw std::invalid_argument("coord::etcd::options::connect_timeout must be 1 ms to 24 h");
+        coord::detail::check_timeout("coord::etcd::options::operation_timeout", opts_.operation_timeout);
+        coord::detail::check_timeout("coord::etcd::options::connect_timeout", opts_.connect_timeout);
         if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find('\0') != std::string::npos)
             throw std::invalid_argument("coord::etcd::options::prefix must be 1 to 64 characters without NUL");
         if (opts_.max_request_bytes < 4096 || opts_.max_request_bytes > 64u * 1024 * 1024)

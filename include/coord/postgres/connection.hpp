@@ -42,6 +42,7 @@
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -181,7 +182,7 @@ struct options {
 /// The clock policy that means "the server's clock": every expiry is judged
 /// on clock_timestamp() of the server. Tests may give a manual_clock instead,
 /// whose readings are sent with each call.
-struct server_clock {};
+using server_clock = coord::server_clock;
 
 namespace detail {
 
@@ -533,11 +534,8 @@ public:
         if (opts_.pool_size < 1 || opts_.pool_size > 64)
             throw std::invalid_argument("coord::postgres::options::pool_size must be 1 to 64");
         using std::chrono::milliseconds;
-        const auto day = std::chrono::hours{24};
-        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
-            throw std::invalid_argument("coord::postgres::options::operation_timeout must be 1 ms to 24 h");
-        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
-            throw std::invalid_argument("coord::postgres::options::connect_timeout must be 1 ms to 24 h");
+        coord::detail::check_timeout("coord::postgres::options::operation_timeout", opts_.operation_timeout);
+        coord::detail::check_timeout("coord::postgres::options::connect_timeout", opts_.connect_timeout);
         if (opts_.keepalive_idle < std::chrono::seconds{1} || opts_.keepalive_idle > std::chrono::hours{1})
             throw std::invalid_argument("coord::postgres::options::keepalive_idle must be 1 s to 1 h");
     }

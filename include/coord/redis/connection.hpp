@@ -43,6 +43,7 @@
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -176,7 +177,7 @@ struct options {
 /// The clock policy that means "the server's clock": every expiry is judged
 /// on the server's TIME, read inside the script. Tests may give a
 /// manual_clock instead, whose readings are sent with each call.
-struct server_clock {};
+using server_clock = coord::server_clock;
 
 namespace detail {
 
@@ -527,13 +528,10 @@ public:
         if (!a) throw std::invalid_argument("coord: Redis URL '" + url_ + "' is malformed: " + a.error());
         address_ = std::move(*a);
         using std::chrono::milliseconds;
-        const auto day = std::chrono::hours{24};
         if (opts_.pool_size < 1 || opts_.pool_size > 64)
             throw std::invalid_argument("coord::redis::options::pool_size must be 1 to 64");
-        if (opts_.operation_timeout < milliseconds{1} || opts_.operation_timeout > day)
-            throw std::invalid_argument("coord::redis::options::operation_timeout must be 1 ms to 24 h");
-        if (opts_.connect_timeout < milliseconds{1} || opts_.connect_timeout > day)
-            throw std::invalid_argument("coord::redis::options::connect_timeout must be 1 ms to 24 h");
+        coord::detail::check_timeout("coord::redis::options::operation_timeout", opts_.operation_timeout);
+        coord::detail::check_timeout("coord::redis::options::connect_timeout", opts_.connect_timeout);
         if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find_first_of("{}") != std::string::npos)
             throw std::invalid_argument("coord::redis::options::prefix must be 1 to 64 characters without braces");
     }

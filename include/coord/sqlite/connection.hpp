@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "coord/detail/engine_outcome.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
 
@@ -239,8 +240,7 @@ public:
     /// Opens (or creates) the database at `path` (already resolved) with WAL
     /// and the durability asked for. Throws store_error naming the file.
     database(std::filesystem::path path, options opts) : path_(std::move(path)), opts_(opts) {
-        if (opts_.busy_timeout < std::chrono::milliseconds{1} || opts_.busy_timeout > std::chrono::hours{24})
-            throw std::invalid_argument("coord::sqlite::options::busy_timeout must be 1 ms to 24 h");
+        coord::detail::check_timeout("coord::sqlite::options::busy_timeout", opts_.busy_timeout);
         const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
         const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
         if (rc != SQLITE_OK) fail_open(rc);

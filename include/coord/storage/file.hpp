@@ -83,6 +83,7 @@
 #include "coord/detail/binary.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/lease_poll.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/detail/path.hpp"
 #include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
@@ -459,8 +460,7 @@ public:
         : path_(detail::resolve_state_path(path)), lock_path_(path_.string() + ".lock"),
           tmp_path_(path_.string() + ".tmp"), dir_(path_.parent_path()), clock_(std::move(clock)),
           options_(options) {
-        if (options_.lock_timeout < std::chrono::milliseconds{1} || options_.lock_timeout > std::chrono::hours{24})
-            throw std::invalid_argument("coord::file_store_options::lock_timeout must be 1 ms to 24 h");
+        coord::detail::check_timeout("coord::file_store_options::lock_timeout", options_.lock_timeout);
         std::lock_guard lk(mutex_);
         lock_guard fl;
         if (auto ec = lock_current(fl, LOCK_SH))

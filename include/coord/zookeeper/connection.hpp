@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "coord/clock.hpp"
 #include "coord/detail/deadline.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
@@ -175,7 +176,7 @@ struct options {
 /// The clock policy that means "the ensemble's clock": every term is judged
 /// on times the ensemble stamps (a node's modification time). Tests may give
 /// a manual_clock instead, whose readings are written with each record.
-struct server_clock {};
+using server_clock = coord::server_clock;
 
 namespace detail {
 

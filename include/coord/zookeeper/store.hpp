@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/options.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/zookeeper/connection.hpp"
 #include "coord/zookeeper/context.hpp"
@@ -49,13 +50,9 @@ inline address parsed(const std::string& url) {
 }
 inline options checked(options o) {
     using std::chrono::milliseconds;
-    const auto day = std::chrono::hours{24};
-    if (o.operation_timeout < milliseconds{1} || o.operation_timeout > day)
-        throw std::invalid_argument("coord::zookeeper::options::operation_timeout must be 1 ms to 24 h");
-    if (o.connect_timeout < milliseconds{1} || o.connect_timeout > day)
-        throw std::invalid_argument("coord::zookeeper::options::connect_timeout must be 1 ms to 24 h");
-    if (o.session_timeout < milliseconds{1} || o.session_timeout > day)
-        throw std::invalid_argument("coord::zookeeper::options::session_timeout must be 1 ms to 24 h");
+    coord::detail::check_timeout("coord::zookeeper::options::operation_timeout", o.operation_timeout);
+    coord::detail::check_timeout("coord::zookeeper::options::connect_timeout", o.connect_timeout);
+    coord::detail::check_timeout("coord::zookeeper::options::session_timeout", o.session_timeout);
     if (o.max_request_bytes < 4096 || o.max_request_bytes > 64u * 1024 * 1024)
         throw std::invalid_argument("coord::zookeeper::options::max_request_bytes must be 4 KiB to 64 MiB");
     return o;
