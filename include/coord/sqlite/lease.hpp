@@ -63,7 +63,7 @@ public:
     // lease_queue_store: the queue in coord_lease_queue / coord_lease_waiter,
     // the rule of lease_queue_rule applied in the transaction; only the
     // rows that changed are written. No notification crosses processes:
-    // lease_wait polls (coord/detail/lease_poll.hpp says what it costs).
+    // a wait polls (coord/detail/lease_poll.hpp says what it costs).
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         database::transaction t(db_, true);
