@@ -513,7 +513,7 @@ public:
     }
     // lease_queue_store: the queue is a section of the state file; a queued
     // acquire writes the file only when the lease or the line changed (a
-    // place is renewed twice a term, not on every poll). No notification
+    // place is renewed at most four times a term, not on every poll). No notification
     // crosses processes: a wait polls (coord/detail/lease_poll.hpp).
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
