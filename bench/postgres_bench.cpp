@@ -3,10 +3,12 @@
 //   BM_Floor_PgRoundTrip     one bare prepared statement (SELECT $1) through libpq
 //   BM_Floor_PgUpdate        one bare single-row UPDATE by primary key (prepared, autocommit):
 //                            the same kind of work a fenced write does, without the rule
-//   BM_Pg_FenceWrite         one fenced write (target <= 1.2x BM_Floor_PgUpdate)
+//   BM_Pg_FenceWrite         one fenced write, beside the bare UPDATE in the same iterations
+//                            (x_floor; target <= 1.2)
 //   BM_Pg_FenceUpdate        one fenced read-modify-write (two round trips: a transaction)
 //   BM_Floor_PgTransaction   a bare two-statement transaction (BEGIN, UPDATE, INSERT, COMMIT)
-//   BM_Pg_SegmentAllocate    one range from the allocator (target <= 1.2x the transaction)
+//   BM_Pg_SegmentAllocate    one range from the allocator, beside the bare transaction in the
+//                            same iterations (x_floor; target <= 1.2)
 //   BM_Pg_LedgerRunOnce      claim, effect (one INSERT in the same transaction), done
 //   BM_Segment_Next/<store>  IDs from a generator on the memory and the PostgreSQL
 //                            allocator (target: within 1.1x; the allocator is off the hot path)
@@ -74,41 +76,79 @@ void BM_Floor_PgRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_PgRoundTrip)->UseRealTime();
 
-// A bare single-row UPDATE by primary key through the same kind of
-// connection: what a fenced write of an existing key costs the server
-// without coord's rule (bytea value, numeric token, one row, autocommit).
-void BM_Floor_PgUpdate(benchmark::State& state) {
-    PGconn* c = raw_connection();
-    const std::string table = "bench_floor_update_" + std::to_string(::getpid());
-    must(c, PQexec(c, ("CREATE TABLE IF NOT EXISTS " + table +
-                       " (key text PRIMARY KEY, highest numeric(20,0) NOT NULL, value bytea NOT NULL)")
-                          .c_str()));
-    must(c, PQexec(c, ("INSERT INTO " + table + " VALUES ('k', 0, '') ON CONFLICT DO NOTHING").c_str()));
-    must(c, PQprepare(c, "floor_update", ("UPDATE " + table + " SET highest = $2::numeric, value = $3 WHERE key = $1").c_str(),
-                      3, nullptr));
-    std::int64_t i = 0;
-    for (auto _ : state) {
-        const std::string v = std::to_string(++i);
-        const char* values[] = {"k", v.c_str(), "value"};
-        must(c, PQexecPrepared(c, "floor_update", 3, values, nullptr, nullptr, 0));
+// A bare single-row UPDATE by primary key through a connection of its own:
+// what a fenced write of an existing key costs the server without coord's
+// rule (bytea value, numeric token, one row, autocommit). One call a floor.
+class update_floor {
+public:
+    update_floor() : c_(raw_connection()), table_("bench_floor_update_" + std::to_string(::getpid())) {
+        must(c_, PQexec(c_, ("CREATE TABLE IF NOT EXISTS " + table_ +
+                             " (key text PRIMARY KEY, highest numeric(20,0) NOT NULL, value bytea NOT NULL)")
+                                .c_str()));
+        must(c_, PQexec(c_, ("INSERT INTO " + table_ + " VALUES ('k', 0, '') ON CONFLICT DO NOTHING").c_str()));
+        must(c_, PQprepare(c_, "floor_update",
+                           ("UPDATE " + table_ + " SET highest = $2::numeric, value = $3 WHERE key = $1").c_str(), 3, nullptr));
     }
-    must(c, PQexec(c, ("DROP TABLE " + table).c_str()));
-    PQfinish(c);
+    update_floor(const update_floor&) = delete;
+    update_floor& operator=(const update_floor&) = delete;
+    ~update_floor() {
+        must(c_, PQexec(c_, ("DROP TABLE " + table_).c_str()));
+        PQfinish(c_);
+    }
+    void operator()() {
+        const std::string v = std::to_string(++i_);
+        const char* values[] = {"k", v.c_str(), "value"};
+        must(c_, PQexecPrepared(c_, "floor_update", 3, values, nullptr, nullptr, 0));
+    }
+
+private:
+    PGconn* c_;
+    std::string table_;
+    std::int64_t i_ = 0;
+};
+
+// A bare two-statement transaction (BEGIN, UPDATE, INSERT, COMMIT): what a
+// segment allocation or a ledger step costs without coord's rule.
+class transaction_floor {
+public:
+    transaction_floor() : c_(raw_connection()) {
+        must(c_, PQexec(c_, "CREATE TABLE IF NOT EXISTS bench_counter (k int PRIMARY KEY, v bigint);"
+                            "CREATE TABLE IF NOT EXISTS bench_log (v bigint);"
+                            "INSERT INTO bench_counter VALUES (1, 0) ON CONFLICT DO NOTHING"));
+        must(c_, PQprepare(c_, "up", "UPDATE bench_counter SET v = v + 1 WHERE k = $1", 1, nullptr));
+        must(c_, PQprepare(c_, "ins", "INSERT INTO bench_log VALUES ($1)", 1, nullptr));
+    }
+    transaction_floor(const transaction_floor&) = delete;
+    transaction_floor& operator=(const transaction_floor&) = delete;
+    ~transaction_floor() {
+        must(c_, PQexec(c_, "TRUNCATE bench_log"));
+        PQfinish(c_);
+    }
+    void operator()() {
+        const char* one[] = {"1"};
+        must(c_, PQexec(c_, "BEGIN"));
+        must(c_, PQexecPrepared(c_, "up", 1, one, nullptr, nullptr, 0));
+        must(c_, PQexecPrepared(c_, "ins", 1, one, nullptr, nullptr, 0));
+        must(c_, PQexec(c_, "COMMIT"));
+    }
+
+private:
+    PGconn* c_;
+};
+
+void BM_Floor_PgUpdate(benchmark::State& state) {
+    update_floor floor;
+    for (auto _ : state) floor();
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Floor_PgUpdate)->UseRealTime();
 
+// Beside the UPDATE floor in the same iterations (x_floor).
 void BM_Pg_FenceWrite(benchmark::State& state) {
-    auto& s = store();
-    static std::uint64_t token = 0;
-    static const std::string key = "bench-fence-" + std::to_string(::getpid());
-    for (auto _ : state) {
-        auto r = s.fence_write(key, ++token, "value");
-        if (!r) state.SkipWithError("fence write refused");
-    }
-    state.SetItemsProcessed(state.iterations());
+    update_floor floor;
+    coord::bench::fence_write_loop(state, store(), "bench-fence-" + std::to_string(::getpid()), floor);
 }
-BENCHMARK(BM_Pg_FenceWrite)->UseRealTime();
+BENCHMARK(BM_Pg_FenceWrite)->UseManualTime();
 
 // A fenced write with KEYS keys already stored (one fresh schema each),
 // to ten keys spread over them: the figure beside memory, file and SQLite
@@ -149,34 +189,27 @@ void BM_Pg_FenceUpdate(benchmark::State& state) {
 BENCHMARK(BM_Pg_FenceUpdate)->UseRealTime();
 
 void BM_Floor_PgTransaction(benchmark::State& state) {
-    PGconn* c = raw_connection();
-    must(c, PQexec(c, "CREATE TABLE IF NOT EXISTS bench_counter (k int PRIMARY KEY, v bigint);"
-                      "CREATE TABLE IF NOT EXISTS bench_log (v bigint);"
-                      "INSERT INTO bench_counter VALUES (1, 0) ON CONFLICT DO NOTHING"));
-    must(c, PQprepare(c, "up", "UPDATE bench_counter SET v = v + 1 WHERE k = $1", 1, nullptr));
-    must(c, PQprepare(c, "ins", "INSERT INTO bench_log VALUES ($1)", 1, nullptr));
-    const char* one[] = {"1"};
-    for (auto _ : state) {
-        must(c, PQexec(c, "BEGIN"));
-        must(c, PQexecPrepared(c, "up", 1, one, nullptr, nullptr, 0));
-        must(c, PQexecPrepared(c, "ins", 1, one, nullptr, nullptr, 0));
-        must(c, PQexec(c, "COMMIT"));
-    }
-    must(c, PQexec(c, "TRUNCATE bench_log"));
-    PQfinish(c);
+    transaction_floor floor;
+    for (auto _ : state) floor();
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Floor_PgTransaction)->UseRealTime();
 
+// Beside the transaction floor in the same iterations (x_floor).
 void BM_Pg_SegmentAllocate(benchmark::State& state) {
     auto& s = store();
+    transaction_floor floor;
+    coord::bench::beside_floor b;
     for (auto _ : state) {
-        auto r = s.segment_allocate("bench-segment", 1000);
-        if (!r) state.SkipWithError("allocation refused");
+        b.iteration(state, floor, [&] {
+            auto r = s.segment_allocate("bench-segment", 1000);
+            if (!r) coord::bench::fail("segment_allocate", r.error());
+        }, 1);
     }
+    b.report(state);
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_Pg_SegmentAllocate)->UseRealTime();
+BENCHMARK(BM_Pg_SegmentAllocate)->UseManualTime();
 
 void BM_Pg_LedgerRunOnce(benchmark::State& state) {
     auto& s = store();
