@@ -11,7 +11,8 @@
 //                                  at the SQLite sizes
 //   BM_Sqlite_FenceWriteDurable    the default durability (synchronous=FULL, an fsync per commit)
 //   BM_Sqlite_LedgerRunOnce        claim + effect row + done marker in one transaction, beside
-//   BM_Floor_SqliteTransaction     the same statements as a bare SQLite transaction (target <= 1.3x)
+//   BM_Floor_SqliteTransaction     the same statements as a bare SQLite transaction, run in the
+//                                  same iterations (x_floor; target <= 1.3)
 // The key-count runs turn fsync off on both durable stores (synchronous=OFF,
 // file fsync=false): they measure what grows with the keys, not the disk.
 #include <benchmark/benchmark.h>
@@ -28,6 +29,7 @@
 #include "coord/sqlite/store.hpp"
 #include "coord/storage/file.hpp"
 #include "coord/storage/memory.hpp"
+#include "engine_bench.hpp"
 
 namespace {
 
@@ -137,8 +139,71 @@ void BM_Sqlite_FenceWriteDurable(benchmark::State& state) {
 }
 BENCHMARK(BM_Sqlite_FenceWriteDurable)->UseRealTime();
 
+// The same statements as a ledger run, as a bare transaction on the same
+// tables, prepared once, through one raw connection of its own: what SQLite
+// itself costs. One call a floor.
+class transaction_floor {
+public:
+    transaction_floor() {
+        const auto path = scratch("floor.db");
+        fs::remove(path);
+        { coord::sqlite::store create{path}; }
+        must(sqlite3_open(path.c_str(), &db_), db_);
+        must(sqlite3_exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; CREATE TABLE app_effects (slot TEXT NOT NULL)",
+                          nullptr, nullptr, nullptr),
+             db_);
+        sel_ = prep("SELECT scheduled_ms, schedule_version, state, fence, attempt, holder, lease_until_ns, "
+                    "started_ns, completed_ns, retain_until_ns, payload_hash, result, fail_reason "
+                    "FROM coord_ledger WHERE key = ?1");
+        up_ = prep("INSERT INTO coord_ledger VALUES (?1, 0, 0, ?2, 1, 1, 'w', 0, 0, 0, 0, '', ?3, x'') "
+                   "ON CONFLICT (key) DO UPDATE SET state = excluded.state, result = excluded.result");
+        eff_ = prep("INSERT INTO app_effects VALUES (?1)");
+    }
+    transaction_floor(const transaction_floor&) = delete;
+    transaction_floor& operator=(const transaction_floor&) = delete;
+    ~transaction_floor() {
+        for (auto* st : {sel_, up_, eff_}) sqlite3_finalize(st);
+        sqlite3_close(db_);
+    }
+    void operator()() {
+        const std::string key = "job" + std::to_string(i_++);
+        must(sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), db_);
+        sqlite3_bind_text(sel_, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+        must(sqlite3_step(sel_), db_);
+        sqlite3_reset(sel_);
+        for (int pass = 0; pass < 2; ++pass) {
+            if (pass == 1) {
+                must(sqlite3_exec(db_, "SAVEPOINT e", nullptr, nullptr, nullptr), db_);
+                sqlite3_bind_text(eff_, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+                must(sqlite3_step(eff_), db_);
+                sqlite3_reset(eff_);
+                must(sqlite3_exec(db_, "RELEASE e", nullptr, nullptr, nullptr), db_);
+            }
+            sqlite3_bind_text(up_, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int64(up_, 2, pass == 0 ? 1 : 2);
+            sqlite3_bind_blob(up_, 3, "ok", 2, SQLITE_STATIC);
+            must(sqlite3_step(up_), db_);
+            sqlite3_reset(up_);
+        }
+        must(sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr), db_);
+    }
+
+private:
+    sqlite3_stmt* prep(const char* sql) {
+        sqlite3_stmt* st = nullptr;
+        must(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr), db_);
+        return st;
+    }
+    sqlite3* db_ = nullptr;
+    sqlite3_stmt* sel_ = nullptr;
+    sqlite3_stmt* up_ = nullptr;
+    sqlite3_stmt* eff_ = nullptr;
+    std::int64_t i_ = 0;
+};
+
 // The ledger run: BEGIN IMMEDIATE, the slot read, the claim written, a
-// savepoint, the effect's row, release, the done marker written, COMMIT.
+// savepoint, the effect's row, release, the done marker written, COMMIT;
+// beside the bare transaction in the same iterations (x_floor).
 void BM_Sqlite_LedgerRunOnce(benchmark::State& state) {
     const auto path = scratch("ledger.db");
     fs::remove(path);
@@ -153,70 +218,31 @@ void BM_Sqlite_LedgerRunOnce(benchmark::State& state) {
     const auto base = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
     std::int64_t i = 0;
     sqlite3_stmt* st = nullptr;  // the application's statement, prepared once on the store's connection
+    transaction_floor floor;
+    coord::bench::beside_floor b;
     for (auto _ : state) {
-        const coord::slot s("job" + std::to_string(i++), base);
-        auto r = ledger.run(s, "w", "", [&](const coord::ledger_context& ctx) {
-            if (!st) sqlite3_prepare_v3(coord::sqlite::store::effect_handle(), "INSERT INTO app_effects VALUES (?1)", -1,
-                                        SQLITE_PREPARE_PERSISTENT, &st, nullptr);
-            const auto key = ctx.which.to_string();
-            sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-            sqlite3_step(st);
-            sqlite3_reset(st);
-            return std::string("ok");
-        });
-        if (!r) state.SkipWithError(r.error().message().c_str());
+        b.iteration(state, floor, [&] {
+            const coord::slot s("job" + std::to_string(i++), base);
+            auto r = ledger.run(s, "w", "", [&](const coord::ledger_context& ctx) {
+                if (!st) sqlite3_prepare_v3(coord::sqlite::store::effect_handle(), "INSERT INTO app_effects VALUES (?1)", -1,
+                                            SQLITE_PREPARE_PERSISTENT, &st, nullptr);
+                const auto key = ctx.which.to_string();
+                sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+                sqlite3_step(st);
+                sqlite3_reset(st);
+                return std::string("ok");
+            });
+            if (!r) coord::bench::fail("ledger run", r.error());
+        }, 1);
     }
+    b.report(state);
     sqlite3_finalize(st);
 }
-BENCHMARK(BM_Sqlite_LedgerRunOnce)->UseRealTime();
+BENCHMARK(BM_Sqlite_LedgerRunOnce)->UseManualTime();
 
-// The same statements as a bare transaction on the same tables, prepared
-// once, through one raw connection: what SQLite itself costs.
 void BM_Floor_SqliteTransaction(benchmark::State& state) {
-    const auto path = scratch("floor.db");
-    fs::remove(path);
-    { coord::sqlite::store create{path}; }
-    sqlite3* db = nullptr;
-    must(sqlite3_open(path.c_str(), &db), db);
-    must(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; CREATE TABLE app_effects (slot TEXT NOT NULL)",
-                      nullptr, nullptr, nullptr),
-         db);
-    auto prep = [&](const char* sql) {
-        sqlite3_stmt* s = nullptr;
-        must(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr), db);
-        return s;
-    };
-    sqlite3_stmt* sel = prep("SELECT scheduled_ms, schedule_version, state, fence, attempt, holder, lease_until_ns, "
-                             "started_ns, completed_ns, retain_until_ns, payload_hash, result, fail_reason "
-                             "FROM coord_ledger WHERE key = ?1");
-    sqlite3_stmt* up = prep("INSERT INTO coord_ledger VALUES (?1, 0, 0, ?2, 1, 1, 'w', 0, 0, 0, 0, '', ?3, x'') "
-                            "ON CONFLICT (key) DO UPDATE SET state = excluded.state, result = excluded.result");
-    sqlite3_stmt* eff = prep("INSERT INTO app_effects VALUES (?1)");
-    std::int64_t i = 0;
-    for (auto _ : state) {
-        const std::string key = "job" + std::to_string(i++);
-        must(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), db);
-        sqlite3_bind_text(sel, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-        must(sqlite3_step(sel), db);
-        sqlite3_reset(sel);
-        for (int pass = 0; pass < 2; ++pass) {
-            if (pass == 1) {
-                must(sqlite3_exec(db, "SAVEPOINT e", nullptr, nullptr, nullptr), db);
-                sqlite3_bind_text(eff, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-                must(sqlite3_step(eff), db);
-                sqlite3_reset(eff);
-                must(sqlite3_exec(db, "RELEASE e", nullptr, nullptr, nullptr), db);
-            }
-            sqlite3_bind_text(up, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-            sqlite3_bind_int64(up, 2, pass == 0 ? 1 : 2);
-            sqlite3_bind_blob(up, 3, "ok", 2, SQLITE_STATIC);
-            must(sqlite3_step(up), db);
-            sqlite3_reset(up);
-        }
-        must(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), db);
-    }
-    for (auto* s : {sel, up, eff}) sqlite3_finalize(s);
-    sqlite3_close(db);
+    transaction_floor floor;
+    for (auto _ : state) floor();
 }
 BENCHMARK(BM_Floor_SqliteTransaction)->UseRealTime();
 
