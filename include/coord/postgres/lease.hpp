@@ -119,7 +119,7 @@ public:
                         {param(name), now_ns_param(clock_)}, false);
         if (!r) return unexpected(r.error());
         std::vector<lease_waiter> out;
-        for (int i = 0; i < r->rows(); ++i) out.push_back(lease_waiter{r->u64(i, 0), r->text(i, 1), r->i64(i, 2)});
+        for (int i = 0; i < r->rows(); ++i) out.push_back(lease_waiter{r->u64(i, 0), r->text(i, 1), std::chrono::nanoseconds{r->i64(i, 2)}});
         return out;
     }
     /// A waiter's turn: its place's channel stays LISTENed from the first

@@ -146,7 +146,7 @@ public:
             const auto t = detail::u64_of(detail::element(r->get(), i));
             const auto until = detail::i64_of(detail::element(r->get(), i + 2));
             if (!t || !until) return unexpected(detail::bad_reply("lease queue read"));
-            out.push_back(lease_waiter{*t, std::string(detail::element(r->get(), i + 1)), *until});
+            out.push_back(lease_waiter{*t, std::string(detail::element(r->get(), i + 1)), std::chrono::nanoseconds{*until}});
         }
         return out;
     }

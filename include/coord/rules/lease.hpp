@@ -65,7 +65,7 @@ struct lease_error {
 struct lease_waiter {
     std::uint64_t ticket = 0;  ///< increasing per name: the arrival order
     std::string who;
-    std::int64_t until_ns = 0;  ///< the place lapses here (store clock) unless renewed
+    std::chrono::nanoseconds until{0};  ///< the place lapses here (store clock, since the Unix epoch) unless renewed
 };
 
 namespace detail {
@@ -150,20 +150,20 @@ struct lease_queue_rule {
         friend bool operator==(const record& a, const record& b) {
             if (a.last_ticket != b.last_ticket || a.waiters.size() != b.waiters.size()) return false;
             for (std::size_t i = 0; i < a.waiters.size(); ++i)
-                if (a.waiters[i].ticket != b.waiters[i].ticket || a.waiters[i].until_ns != b.waiters[i].until_ns) return false;
+                if (a.waiters[i].ticket != b.waiters[i].ticket || a.waiters[i].until != b.waiters[i].until) return false;
             return true;
         }
     };
 
     static void purge(record& q, std::int64_t now) {
-        std::erase_if(q.waiters, [&](const lease_waiter& w) { return w.until_ns <= now; });
+        std::erase_if(q.waiters, [&](const lease_waiter& w) { return w.until.count() <= now; });
     }
 
     /// A new place at the back of the line.
     static std::uint64_t enqueue(record& q, std::string_view who, std::int64_t place_ttl_ns, std::int64_t now) {
         purge(q, now);
         const std::uint64_t ticket = ++q.last_ticket;
-        q.waiters.push_back(lease_waiter{ticket, std::string(who), add_saturated(now, place_ttl_ns)});
+        q.waiters.push_back(lease_waiter{ticket, std::string(who), std::chrono::nanoseconds{add_saturated(now, place_ttl_ns)}});
         return ticket;
     }
 
@@ -195,7 +195,7 @@ struct lease_queue_rule {
         // that comes back every half term (the lease manager) renews every
         // time, with margin for a late wake, and a store that persists the
         // place writes at most four times a term, not on every poll.
-        if (it->until_ns - now < place_ttl_ns - place_ttl_ns / 4) it->until_ns = add_saturated(now, place_ttl_ns);
+        if (it->until.count() - now < place_ttl_ns - place_ttl_ns / 4) it->until = std::chrono::nanoseconds{add_saturated(now, place_ttl_ns)};
         if (ahead > 0 || lease_rule::live(l, now)) {
             auto e = lease_rule::refusal(errc::lease_held, l, now);
             e.ahead = ahead;

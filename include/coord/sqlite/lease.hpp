@@ -154,7 +154,7 @@ private:
             auto w = t.next(**ws);
             if (!w) return unexpected(w.error());
             if (!*w) break;
-            q.waiters.push_back(lease_waiter{(*ws)->u64(0), (*ws)->text(1), (*ws)->i64(2)});
+            q.waiters.push_back(lease_waiter{(*ws)->u64(0), (*ws)->text(1), std::chrono::nanoseconds{(*ws)->i64(2)}});
         }
         return q;
     }
@@ -172,7 +172,7 @@ private:
         auto run = [&](const char* sql, const lease_waiter& w) -> result<void> {
             auto st = t.prepare(sql);
             if (!st) return unexpected(st.error());
-            (*st)->bind(1, name).bind(2, detail::as_i64(w.ticket)).bind(3, w.who).bind(4, w.until_ns);
+            (*st)->bind(1, name).bind(2, detail::as_i64(w.ticket)).bind(3, w.who).bind(4, w.until.count());
             return t.run(**st);
         };
         std::size_t i = 0, j = 0;
@@ -187,7 +187,7 @@ private:
                 r = run("INSERT INTO coord_lease_waiter VALUES (?1, ?2, ?3, ?4)", *a);
                 ++j;
             } else {
-                if (a->until_ns != b->until_ns)
+                if (a->until != b->until)
                     r = run("UPDATE coord_lease_waiter SET until_ns = ?4 WHERE name = ?1 AND ticket = ?2", *a);
                 ++i;
                 ++j;

@@ -258,7 +258,7 @@ struct file_format {
                     for (const auto& wt : q.waiters) {
                         w.u64(wt.ticket);
                         w.str(wt.who);
-                        w.i64(wt.until_ns);
+                        w.i64(wt.until.count());
                     }
                 }
             });
@@ -375,7 +375,7 @@ struct file_format {
                         lease_waiter wt;
                         wt.ticket = r.u64();
                         wt.who = r.str();
-                        wt.until_ns = r.i64();
+                        wt.until = std::chrono::nanoseconds{r.i64()};
                         q.waiters.push_back(std::move(wt));
                     }
                     s.queues.insert_or_assign(std::move(key), std::move(q));
