@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -104,6 +105,56 @@ TEST(Redis, AStoreUrlOpensTheRedisStoreAndAMalformedOneIsBadInput) {
             EXPECT_NE(std::string(e.what()).find("store URL '"), std::string::npos) << e.what();
         }
     }
+}
+
+// Every command the server has run (INFO commandstats: the sum of calls=,
+// those inside scripts included).
+std::uint64_t commands_run() {
+    const auto text = redis_command({"INFO", "commandstats"});
+    std::uint64_t total = 0;
+    for (auto p = text.find("calls="); p != std::string::npos; p = text.find("calls=", p + 6)) {
+        std::uint64_t n = 0;
+        std::from_chars(text.data() + p + 6, text.data() + text.size(), n);
+        total += n;
+    }
+    return total;
+}
+
+// What keeping the last place of a line of `waiters` costs the server: the
+// commands one queued acquire runs (the waiter behind all the others: its
+// place renewed, the holder's refusal answered).
+std::uint64_t upkeep_commands(coord::redis::store& store, const std::string& name, int waiters) {
+    if (!store.lease_acquire(name, "holder", std::chrono::hours{1})) ADD_FAILURE() << "holder's acquire";
+    std::uint64_t last = 0;
+    // (Names built by +=: g++ 12's -Wrestrict misfires on "w" + to_string.)
+    auto waiter = [](int i) {
+        std::string w = "w";
+        w += std::to_string(i);
+        return w;
+    };
+    for (int i = 0; i < waiters; ++i) {
+        auto t = store.lease_enqueue(name, waiter(i), std::chrono::minutes{10});
+        if (!t) ADD_FAILURE() << t.error().message();
+        else last = *t;
+    }
+    const std::string owner = waiter(waiters - 1);
+    (void)store.lease_acquire_queued(name, owner, std::chrono::seconds{10}, last, std::chrono::minutes{10});  // scripts loaded
+    const auto before = commands_run();
+    auto r = store.lease_acquire_queued(name, owner, std::chrono::seconds{10}, last, std::chrono::minutes{10});
+    const auto after = commands_run();
+    EXPECT_EQ(r.error(), coord::errc::lease_held);
+    EXPECT_EQ(r.error().ahead, static_cast<std::size_t>(waiters - 1));
+    return after - before;
+}
+
+// A waiter's upkeep costs the same however long the line is (issue 37: every
+// renewal used to scan the whole line, one HGET a place).
+TEST(Redis, KeepingAPlaceInLineCostsTheSameHoweverLongTheLineIs) {
+    auto store = fresh_store();
+    const auto short_line = upkeep_commands(*store, "upkeep-short", 3);
+    const auto long_line = upkeep_commands(*store, "upkeep-long", 200);
+    EXPECT_EQ(short_line, long_line);
+    EXPECT_LE(long_line, 7u);  // the script and its 4 commands, and this test's INFO
 }
 
 TEST(Redis, LeaseExpiryIsOnTheServerClockAndTokensAreFlooredByIt) {
