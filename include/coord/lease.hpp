@@ -100,7 +100,7 @@ concept lease_store = requires(S& s, std::string_view name, std::string_view own
 ///   object it keeps while it waits; its wait(ahead, until) returns when
 ///   this waiter may be next (a release or an expiry of the lease, the
 ///   places ahead gone), or at `until` (steady clock), whichever is first;
-///   it may return early. `ahead` is the waiter's position from its last
+///   it may return early. `ahead` is the waiter's position (0, 1, more) from its last
 ///   queued acquire (a store that polls may poll the first in line sooner).
 ///   Only the first waiter in line is woken by a release, not every waiter.
 ///   A store that notifies keeps listening from the first wait until the

@@ -46,7 +46,8 @@ struct lease_error {
     /// When that holder's term ends, on the store's clock.
     std::chrono::nanoseconds expires_at{0};
     /// For a queued acquire refused with lease_held: how many live waiters
-    /// are ahead of this one (0: first in line).
+    /// are ahead of this one (0: first in line). PostgreSQL counts to 2 (2:
+    /// two or more), so that the call reads a bounded number of rows.
     std::size_t ahead = 0;
     /// The store's clock when it refused (0 when not known): expires_at - now
     /// is how long the holder's term still runs.
