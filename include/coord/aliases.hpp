@@ -33,24 +33,11 @@
 
 namespace coord {
 
-static_assert(fence_store<memory_store>);
-static_assert(fence_update_store<memory_store>);
-static_assert(lease_store<memory_store>);
 static_assert(lease_queue_store<memory_store>);
-static_assert(segment_allocator<memory_store>);
-static_assert(time_reservation_store<memory_store>);
-static_assert(ledger_store<memory_store>);
 static_assert(ledger_run_store<memory_store>);
-static_assert(session_store<memory_store>);
 static_assert(revocation_store<memory_store>);
 
-static_assert(fence_store<file_store>);
-static_assert(fence_update_store<file_store>);
-static_assert(lease_store<file_store>);
 static_assert(lease_queue_store<file_store>);
-static_assert(time_reservation_store<file_store>);
-static_assert(segment_allocator<file_store>);
-static_assert(ledger_store<file_store>);
 
 namespace memory {
 // The primitives on one process's memory_store.

@@ -248,7 +248,7 @@ TEST(Postgres, LedgerEffectCommitsWithTheMarkerAndRollsBackWhenItThrows) {
     EXPECT_EQ(again->kind, coord::run_outcome::replayed);
     EXPECT_EQ(again->result, "done");
     EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM effects"), "1");
-    EXPECT_EQ(coord::postgres::store::effect_exec("SELECT 1").error(), coord::postgres::errc::statement_failed);
+    EXPECT_EQ(coord::postgres::store::effect_exec("SELECT 1").error(), coord::postgres::errc::server_refused);
 }
 
 }  // namespace
@@ -256,7 +256,7 @@ TEST(Postgres, LedgerEffectCommitsWithTheMarkerAndRollsBackWhenItThrows) {
 namespace {
 
 // A statement_timeout from the conninfo: a statement past it is
-// postgres::errc::timeout with the server's message, and the run's
+// postgres::errc::statement_timeout with the server's message, and the run's
 // transaction is rolled back to its savepoint and records the failure. (2 s:
 // the claim's own statements must stay under it on a loaded CI machine.)
 TEST(Postgres, StatementTimeoutIsAClearErrorAndTheRunFailsCleanly) {
@@ -274,12 +274,51 @@ TEST(Postgres, StatementTimeoutIsAClearErrorAndTheRunFailsCleanly) {
                      throw std::runtime_error("effect timed out");
                  }),
                  std::runtime_error);
-    EXPECT_EQ(seen, coord::postgres::errc::timeout);
+    EXPECT_EQ(seen, coord::postgres::errc::statement_timeout);
     EXPECT_NE(message.find("statement timeout"), std::string::npos) << message;
     auto rec = store.ledger_read(s.to_string());
     ASSERT_TRUE(rec && *rec) << (rec ? std::string("no record") : rec.error().message());
     EXPECT_EQ((*rec)->state, coord::ledger_record::state_t::idle);
     EXPECT_EQ((*rec)->fail_reason, "effect timed out");
+}
+
+}  // namespace
+
+namespace {
+
+// A lock_timeout from the conninfo: a statement that waits past it for a
+// lock another session holds is postgres::errc::lock_timeout (SQLSTATE
+// 55P03), the name SQLite's busy timeout has too, condition unavailable (it
+// was rolled back), and the run records the failure.
+TEST(Postgres, ALockWaitPastLockTimeoutIsLockTimeoutOnItsOwnCode) {
+    const std::string conninfo = coord::test::pg_fresh_schema("-c lock_timeout=200");
+    coord::test::pg_command(conninfo, "CREATE TABLE held (x int)");
+    PGconn* holder = PQconnectdb(conninfo.c_str());
+    ASSERT_EQ(PQstatus(holder), CONNECTION_OK) << PQerrorMessage(holder);
+    PQclear(PQexec(holder, "BEGIN"));
+    PGresult* locked = PQexec(holder, "LOCK TABLE held IN ACCESS EXCLUSIVE MODE");
+    ASSERT_EQ(PQresultStatus(locked), PGRES_COMMAND_OK) << PQerrorMessage(holder);
+    PQclear(locked);
+
+    coord::postgres::store store{conninfo};
+    coord::basic_job_ledger<coord::postgres::store> ledger{store};
+    const coord::slot s("locked", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    std::error_code seen;
+    EXPECT_THROW((void)ledger.run(s, "w", "", [&](const coord::ledger_context&) -> std::string {
+                     auto r = coord::postgres::store::effect_exec("INSERT INTO held VALUES (1)");
+                     if (r) return "inserted";
+                     seen = r.error();
+                     throw std::runtime_error("lock not free");
+                 }),
+                 std::runtime_error);
+    PQclear(PQexec(holder, "ROLLBACK"));
+    PQfinish(holder);
+    EXPECT_EQ(seen, coord::postgres::errc::lock_timeout) << seen.message();
+    EXPECT_EQ(seen, coord::condition::unavailable);
+    EXPECT_EQ(coord::test::pg_query(conninfo, "SELECT count(*) FROM held"), "0");
+    auto rec = store.ledger_read(s.to_string());
+    ASSERT_TRUE(rec && *rec) << (rec ? std::string("no record") : rec.error().message());
+    EXPECT_EQ((*rec)->fail_reason, "lock not free");
 }
 
 }  // namespace

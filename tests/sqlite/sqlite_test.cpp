@@ -285,7 +285,7 @@ TEST(Sqlite, AHeldWriteLockIsBusyAtTheTimeoutAndOptionsAreChecked) {
     ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
     auto w = store.fence_write("k", 2, "two");
     ASSERT_FALSE(w);
-    EXPECT_EQ(w.error().code, coord::sqlite::errc::busy) << w.error().code.message();
+    EXPECT_EQ(w.error().code, coord::sqlite::errc::lock_timeout) << w.error().code.message();
     EXPECT_EQ(w.error().code, coord::condition::unavailable);
     EXPECT_TRUE(store.fence_read("k"));  // a reader is not held up by the writer (WAL)
     ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);

@@ -15,6 +15,12 @@
 // in bounded time.
 #pragma once
 
+// Marks that a store header is in (tests/layering_test.cpp checks that no
+// primitive or rule header pulls one in); every engine header includes this one.
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -37,6 +43,7 @@
 #include "coord/detail/base64url.hpp"
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_errors.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
 #include "coord/detail/json.hpp"
@@ -54,7 +61,7 @@ enum class errc {
     /// No endpoint had a leader (an election, a partitioned member).
     no_leader,
     /// etcd refused the request (nothing was applied).
-    request_failed,
+    server_refused,
     /// etcd's answer was not what the engine expects.
     bad_answer,
     /// No answer within options::operation_timeout, for a call that wrote
@@ -64,30 +71,17 @@ enum class errc {
     contention,
 };
 
-namespace detail {
-class category_impl final : public std::error_category {
-public:
-    const char* name() const noexcept override { return "coord.etcd"; }
-    std::error_condition default_error_condition(int ev) const noexcept override {
-        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
-        return coord::make_error_condition(coord::condition::unavailable);
-    }
-    std::string message(int ev) const override {
-        switch (static_cast<errc>(ev)) {
-        case errc::connection_failed: return "no etcd endpoint could be reached";
-        case errc::no_leader: return "etcd has no leader";
-        case errc::request_failed: return "etcd refused the request";
-        case errc::bad_answer: return "unexpected answer from etcd";
-        case errc::deadline_passed: return "no answer from etcd within the operation timeout";
-        case errc::contention: return "an etcd compare-and-swap kept losing to other writers";
-        }
-        return "unknown etcd error";
-    }
-};
-}  // namespace detail
-
 inline const std::error_category& category() noexcept {
-    static const detail::category_impl instance;
+    static const coord::detail::engine_category<errc, 6> instance(
+        "coord.etcd", "etcd",
+        {{
+             {errc::connection_failed, coord::condition::unavailable, "no etcd endpoint could be reached"},
+             {errc::no_leader, coord::condition::unavailable, "etcd has no leader"},
+             {errc::server_refused, coord::condition::unavailable, "etcd refused the request"},
+             {errc::bad_answer, coord::condition::outcome_unknown, "unexpected answer from etcd"},
+             {errc::deadline_passed, coord::condition::unavailable, "no answer from etcd within the operation timeout"},
+             {errc::contention, coord::condition::unavailable, "an etcd compare-and-swap kept losing to other writers"},
+        }});
     return instance;
 }
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
@@ -123,13 +117,13 @@ inline result<std::vector<std::string>, std::string> parse_url(std::string_view 
 struct options {
     /// Connections (libcurl handles, each keeping its HTTP connection alive)
     /// kept at most, 1 to 64.
-    std::size_t pool_size = 4;
+    std::size_t pool_size = coord::detail::defaults::pool_size;
     /// Bounds each call as a whole (1 ms to 24 h), over every endpoint tried.
-    std::chrono::milliseconds operation_timeout{5000};
+    std::chrono::milliseconds operation_timeout = coord::detail::defaults::operation_timeout;
     /// Bounds making one connection (1 ms to 24 h).
-    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds connect_timeout = coord::detail::defaults::connect_timeout;
     /// Every key of the store starts with "PREFIX/" (1 to 64 characters, no NUL).
-    std::string prefix = "coord";
+    std::string prefix = coord::detail::defaults::prefix;
     /// The largest request body sent (4 KiB to 64 MiB): etcd refuses a
     /// request above its --max-request-bytes (1.5 MiB by default), and the
     /// gateway's JSON carries values in base64 (4/3 of their size), so
@@ -417,7 +411,7 @@ public:
                                                                 coord::error(make_error_code(errc::deadline_passed), words)));
             }
             return unexpected(coord::detail::engine_failure(coord::detail::call_fate::failed_on_server, writes,
-                                                            coord::error(make_error_code(errc::request_failed), words)));
+                                                            coord::error(make_error_code(errc::server_refused), words)));
         }
         if (coord::detail::deadline_clock::now() >= until && last == errc::connection_failed)
             last = coord::error(make_error_code(errc::deadline_passed), last.detail());

@@ -7,10 +7,6 @@
 // as etcd's own expiry does).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -22,6 +18,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/backoff.hpp"
 #include "coord/etcd/connection.hpp"
 
 namespace coord::etcd::detail {
@@ -319,5 +316,10 @@ private:
 };
 
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
+/// A compare-and-set that lost to other writers on every try (`what` names
+/// the call: "segment allocate").
+inline coord::error contention(std::string_view what, int tries = coord::detail::conflict_tries) {
+    return coord::detail::conflicts_in_a_row(make_error_code(errc::contention), what, tries);
+}
 
 }  // namespace coord::etcd::detail

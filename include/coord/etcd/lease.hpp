@@ -52,10 +52,6 @@
 // Spares end with their term when nobody reuses them (etcd's timer).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <map>
 #include <mutex>

@@ -8,10 +8,6 @@
 // 64 times, then errc::contention).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <charconv>
 #include <cstdint>
 #include <string>
@@ -30,10 +26,10 @@ public:
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         const std::string k = ctx_.key().of("reservation", key);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<std::int64_t, write_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto r = ctx_.txn({}, {detail::get(k)}, {}, false);
-            if (!r) return unexpected(write_error{r.error(), 0});
+            if (!r) return R(unexpected(write_error{r.error(), 0}));
             coord::detail::reservation_rule::record rec;
             std::int64_t mod = 0;
             if (!r->ranges.empty() && r->ranges[0]) {
@@ -44,19 +40,21 @@ public:
                 const char* b = v.data() + (space == std::string::npos ? v.size() : space + 1);
                 auto [p, ec] = std::from_chars(b, v.data() + v.size(), u);
                 if (!h || space == std::string::npos || ec != std::errc{} || p != v.data() + v.size())
-                    return unexpected(write_error{detail::bad("reservation record is malformed"), 0});
+                    return R(unexpected(write_error{detail::bad("reservation record is malformed"), 0}));
                 rec.highest = *h;
                 rec.until_ms = u;
                 mod = r->ranges[0]->mod_revision;
             }
             auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
-            if (!ruled) return unexpected(ruled.error());
+            if (!ruled) return R(unexpected(ruled.error()));
             auto w = ctx_.txn({detail::mod_is(k, mod)},
                               {detail::put(k, std::to_string(rec.highest) + " " + std::to_string(rec.until_ms))}, {}, true);
-            if (!w) return unexpected(write_error{w.error(), 0});
-            if (w->succeeded) return *ruled;
-        }
-        return unexpected(write_error{coord::error(make_error_code(errc::contention), "time reserve: 64 conflicts in a row"), 0});
+            if (!w) return R(unexpected(write_error{w.error(), 0}));
+            if (w->succeeded) return R(*ruled);
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(write_error{detail::contention("time reserve"), 0});
     }
 
 private:

@@ -9,10 +9,6 @@
 // conflict (up to 64 times). token_revoked is one transaction reading both.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -63,23 +59,25 @@ private:
 
     // Keeps the later time (the rule never moves a denial or a not-before back).
     result<void> raise(const std::string& key, std::int64_t t) {
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<void>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
-            if (!r) return unexpected(r.error());
+            if (!r) return R(unexpected(r.error()));
             std::int64_t mod = 0, current = std::numeric_limits<std::int64_t>::min();
             if (!r->ranges.empty() && r->ranges[0]) {
                 auto v = number_of(r->ranges[0]->value);
-                if (!v) return unexpected(detail::bad("a revocation time is not a number"));
+                if (!v) return R(unexpected(detail::bad("a revocation time is not a number")));
                 current = *v;
                 mod = r->ranges[0]->mod_revision;
             }
-            if (mod != 0 && current >= t) return {};
+            if (mod != 0 && current >= t) return R();
             auto w = ctx_.txn({detail::mod_is(key, mod)}, {detail::put(key, std::to_string(t))}, {}, true);
-            if (!w) return unexpected(w.error());
-            if (w->succeeded) return {};
-        }
-        return unexpected(coord::error(make_error_code(errc::contention), "revocation: 64 conflicts in a row"));
+            if (!w) return R(unexpected(w.error()));
+            if (w->succeeded) return R();
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(detail::contention("revocation"));
     }
 
     detail::context<Clock>& ctx_;

@@ -9,10 +9,6 @@
 // counter's step from one revision to the next.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,25 +27,27 @@ public:
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
         const std::string key = ctx_.key().of("segment", tag);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<segment_range>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
-            if (!r) return unexpected(r.error());
+            if (!r) return R(unexpected(r.error()));
             std::uint64_t used = 0;
             std::int64_t mod = 0;
             if (!r->ranges.empty() && r->ranges[0]) {
                 auto v = detail::unpadded(r->ranges[0]->value);
-                if (!v) return unexpected(detail::bad("segment counter is not a number"));
+                if (!v) return R(unexpected(detail::bad("segment counter is not a number")));
                 used = *v;
                 mod = r->ranges[0]->mod_revision;
             }
-            if (step > segment_id_limit - 1 - used) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+            if (step > segment_id_limit - 1 - used) return R(unexpected(coord::make_error_code(coord::errc::range_exhausted)));
             const std::uint64_t last = used + step;
             auto w = ctx_.txn({detail::mod_is(key, mod)}, {detail::put(key, std::to_string(last))}, {}, true);
-            if (!w) return unexpected(w.error());
-            if (w->succeeded) return segment_range{used + 1, last + 1};
-        }
-        return unexpected(coord::error(make_error_code(errc::contention), "segment allocate: 64 conflicts in a row"));
+            if (!w) return R(unexpected(w.error()));
+            if (w->succeeded) return R(segment_range{used + 1, last + 1});
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(detail::contention("segment allocate"));
     }
 
 private:

@@ -20,10 +20,6 @@
 //   coord::basic_lease_manager leases{store};
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <string>
 #include <utility>
 
@@ -90,14 +86,10 @@ public:
 
 using store = basic_store<>;
 
-static_assert(fence_store<store>);
-static_assert(fence_update_store<store>);
-static_assert(lease_store<store>);
-static_assert(time_reservation_store<store>);
-static_assert(segment_allocator<store>);
 static_assert(revocation_store<store>);
 
-// The everyday names on this store: coord::etcd::lease_manager and so on.
+// What this store models, checked, and the everyday names on it:
+// coord::etcd::lease_manager and so on (coord/detail/store_aliases.hpp).
 COORD_STORE_ALIASES(store);
 
 }  // namespace coord::etcd

@@ -19,6 +19,12 @@
 // (coord::error::detail(), part of message()).
 #pragma once
 
+// Marks that a store header is in (tests/layering_test.cpp checks that no
+// primitive or rule header pulls one in); every engine header includes this one.
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -40,6 +46,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_errors.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
 #include "coord/detail/options.hpp"
@@ -54,9 +61,10 @@ enum class errc {
     /// answer within options::connect_timeout).
     connection_failed = 1,
     /// The server refused or failed the statement (it was rolled back).
-    statement_failed,
-    /// The statement was cancelled by the server (statement_timeout) and rolled back.
-    timeout,
+    server_refused,
+    /// The statement was cancelled by the server (statement_timeout, SQLSTATE
+    /// 57014) and rolled back.
+    statement_timeout,
     /// The server's answer was not what the engine expects (schema drift?).
     bad_answer,
     /// The database's coord schema is newer than this library knows:
@@ -66,37 +74,23 @@ enum class errc {
     /// server), for a call that wrote nothing; a writing call that was sent
     /// is errc::outcome_unknown instead.
     deadline_passed,
+    /// A lock the statement needed was not free within the server's
+    /// lock_timeout (SQLSTATE 55P03); the statement was rolled back.
+    lock_timeout,
 };
-
-namespace detail {
-class category_impl final : public std::error_category {
-public:
-    const char* name() const noexcept override { return "coord.postgres"; }
-    // A failed connection, a call past its deadline that wrote nothing, or a
-    // statement that failed or was cancelled (and rolled back): the call
-    // certainly did not apply. A call that may have committed is
-    // coord::errc::outcome_unknown instead.
-    std::error_condition default_error_condition(int ev) const noexcept override {
-        // An answer of the wrong shape says nothing about what the server did.
-        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
-        return coord::make_error_condition(coord::condition::unavailable);
-    }
-    std::string message(int ev) const override {
-        switch (static_cast<errc>(ev)) {
-        case errc::connection_failed: return "PostgreSQL connection failed";
-        case errc::statement_failed: return "PostgreSQL statement failed";
-        case errc::timeout: return "PostgreSQL statement timed out";
-        case errc::bad_answer: return "unexpected answer from PostgreSQL";
-        case errc::schema_too_new: return "PostgreSQL schema newer than this coord";
-        case errc::deadline_passed: return "no answer from PostgreSQL within the operation timeout";
-        }
-        return "unknown PostgreSQL error";
-    }
-};
-}  // namespace detail
 
 inline const std::error_category& category() noexcept {
-    static const detail::category_impl instance;
+    static const coord::detail::engine_category<errc, 7> instance(
+        "coord.postgres", "PostgreSQL",
+        {{
+             {errc::connection_failed, coord::condition::unavailable, "PostgreSQL connection failed"},
+             {errc::server_refused, coord::condition::unavailable, "PostgreSQL refused the statement"},
+             {errc::statement_timeout, coord::condition::unavailable, "PostgreSQL cancelled the statement (statement_timeout)"},
+             {errc::bad_answer, coord::condition::outcome_unknown, "unexpected answer from PostgreSQL"},
+             {errc::schema_too_new, coord::condition::unavailable, "PostgreSQL schema newer than this coord"},
+             {errc::deadline_passed, coord::condition::unavailable, "no answer from PostgreSQL within the operation timeout"},
+             {errc::lock_timeout, coord::condition::unavailable, "a PostgreSQL lock was not free within lock_timeout"},
+        }});
     return instance;
 }
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
@@ -161,16 +155,16 @@ struct options {
     /// threads than this wait for one to come back (within their deadline).
     /// Connections are opened on first use and reopened on the next call
     /// after they break or time out.
-    std::size_t pool_size = 4;
+    std::size_t pool_size = coord::detail::defaults::pool_size;
     /// Bounds each call as a whole (1 ms to 24 h): waiting for a pooled
     /// connection, connecting, sending, waiting for the answer. A call that
     /// compounds with the caller's own function (fence_update, a ledger run)
     /// has this bound before the function and again after it.
-    std::chrono::milliseconds operation_timeout{5000};
+    std::chrono::milliseconds operation_timeout = coord::detail::defaults::operation_timeout;
     /// Bounds making a connection (1 ms to 24 h; also within the call's
     /// operation timeout). Host names are resolved before it starts: give an
     /// address, or a resolver that answers, to bound that too.
-    std::chrono::milliseconds connect_timeout{3000};
+    std::chrono::milliseconds connect_timeout = coord::detail::defaults::connect_timeout;
     /// An idle connection probes its peer after this long without traffic
     /// (TCP keepalive, 1 s to 1 h; then every third of it, three probes), so
     /// a dead server is noticed before the next call needs it. Sent data
@@ -419,10 +413,13 @@ private:
         const auto status = PQresultStatus(a.get());
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return std::nullopt;
         const char* state = PQresultErrorField(a.get(), PG_DIAG_SQLSTATE);
-        const bool cancelled = state && std::string_view(state) == "57014";
+        const std::string_view sqlstate = state ? state : "";
+        const errc code = sqlstate == "57014"   ? errc::statement_timeout
+                          : sqlstate == "55P03" ? errc::lock_timeout
+                                                : errc::server_refused;
         return coord::detail::engine_failure(
             coord::detail::call_fate::failed_on_server, writes,
-            coord::error(make_error_code(cancelled ? errc::timeout : errc::statement_failed),
+            coord::error(make_error_code(code),
                          trimmed(PQresultErrorMessage(a.get()))));
     }
 

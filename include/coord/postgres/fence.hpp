@@ -14,10 +14,6 @@
 // none acts on what an earlier call read.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <optional>
 #include <string>
 #include <string_view>

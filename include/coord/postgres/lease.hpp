@@ -11,10 +11,6 @@
 // UNLISTEN) a waiting acquire, besides its queued acquires.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <optional>
 #include <string>

@@ -13,10 +13,6 @@
 //   (to the savepoint, the failed attempt recorded, COMMIT).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -165,11 +161,11 @@ public:
     /// Inside an effect that ledger_run_atomic runs: one statement in the
     /// run's open transaction (text parameters; NULL for nullopt), under its
     /// own operation timeout. Rows come back as text. Outside an effect:
-    /// errc::statement_failed.
+    /// errc::server_refused.
     static result<std::vector<std::vector<std::string>>> effect_exec(
         const std::string& sql, const std::vector<std::optional<std::string>>& params = {}) {
         pool::call* c = current_effect();
-        if (!c) return unexpected(coord::error(make_error_code(errc::statement_failed), "effect_exec outside a ledger run"));
+        if (!c) return unexpected(coord::error(make_error_code(errc::server_refused), "effect_exec outside a ledger run"));
         std::vector<detail::param_value> ps;
         for (const auto& p : params) ps.push_back(detail::param_value{p, false});
         c->restart_deadline();

@@ -7,10 +7,6 @@
 // reservation, in the statement's one transaction.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string_view>
 

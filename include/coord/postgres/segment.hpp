@@ -6,10 +6,6 @@
 // ranges never overlap, also across processes and machines.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string_view>
 

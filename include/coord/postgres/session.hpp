@@ -8,10 +8,6 @@
 // statement's one transaction; revoke and revoke_user are one DELETE.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>

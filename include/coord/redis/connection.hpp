@@ -16,6 +16,12 @@
 // hiredis 0.14 and 1.x both have are used (so that TLS can come later).
 #pragma once
 
+// Marks that a store header is in (tests/layering_test.cpp checks that no
+// primitive or rule header pulls one in); every engine header includes this one.
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -41,6 +47,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/connection_pool.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_errors.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
 #include "coord/detail/options.hpp"
@@ -55,7 +62,7 @@ enum class errc {
     /// options::connect_timeout, SELECT of the database refused).
     connection_failed = 1,
     /// The server answered the command with an error (nothing was applied).
-    command_failed,
+    server_refused,
     /// The server is loading its data set after a restart (LOADING).
     loading,
     /// The server refuses writes because it cannot persist (MISCONF).
@@ -74,34 +81,20 @@ enum class errc {
     server_too_old,
 };
 
-namespace detail {
-class category_impl final : public std::error_category {
-public:
-    const char* name() const noexcept override { return "coord.redis"; }
-    std::error_condition default_error_condition(int ev) const noexcept override {
-        // A reply of the wrong shape says nothing about what the script did.
-        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
-        return coord::make_error_condition(coord::condition::unavailable);
-    }
-    std::string message(int ev) const override {
-        switch (static_cast<errc>(ev)) {
-        case errc::connection_failed: return "Redis connection failed";
-        case errc::command_failed: return "Redis refused the command";
-        case errc::loading: return "Redis is loading its data set";
-        case errc::misconfigured: return "Redis refuses writes (MISCONF: it cannot persist)";
-        case errc::read_only: return "Redis is a read-only replica";
-        case errc::busy: return "Redis is busy or out of memory";
-        case errc::bad_answer: return "unexpected reply from Redis";
-        case errc::deadline_passed: return "no reply from Redis within the operation timeout";
-        case errc::server_too_old: return "Redis 7.0 or later is required";
-        }
-        return "unknown Redis error";
-    }
-};
-}  // namespace detail
-
 inline const std::error_category& category() noexcept {
-    static const detail::category_impl instance;
+    static const coord::detail::engine_category<errc, 9> instance(
+        "coord.redis", "Redis",
+        {{
+             {errc::connection_failed, coord::condition::unavailable, "Redis connection failed"},
+             {errc::server_refused, coord::condition::unavailable, "Redis refused the command"},
+             {errc::loading, coord::condition::unavailable, "Redis is loading its data set"},
+             {errc::misconfigured, coord::condition::unavailable, "Redis refuses writes (MISCONF: it cannot persist)"},
+             {errc::read_only, coord::condition::unavailable, "Redis is a read-only replica"},
+             {errc::busy, coord::condition::unavailable, "Redis is busy or out of memory"},
+             {errc::bad_answer, coord::condition::outcome_unknown, "unexpected reply from Redis"},
+             {errc::deadline_passed, coord::condition::unavailable, "no reply from Redis within the operation timeout"},
+             {errc::server_too_old, coord::condition::unavailable, "Redis 7.0 or later is required"},
+        }});
     return instance;
 }
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
@@ -154,20 +147,20 @@ struct options {
     /// Connections kept open at most (1 to 64); each call takes one for its
     /// whole step. Opened on first use, reopened on the next call after they
     /// break or time out.
-    std::size_t pool_size = 4;
+    std::size_t pool_size = coord::detail::defaults::pool_size;
     /// Bounds each call as a whole (1 ms to 24 h): waiting for a pooled
     /// connection, connecting, sending, waiting for the reply.
-    std::chrono::milliseconds operation_timeout{5000};
+    std::chrono::milliseconds operation_timeout = coord::detail::defaults::operation_timeout;
     /// Bounds making a connection (1 ms to 24 h; also within the call's
     /// operation timeout). Host names are resolved before it starts.
-    std::chrono::milliseconds connect_timeout{3000};
+    std::chrono::milliseconds connect_timeout = coord::detail::defaults::connect_timeout;
     /// Every key of the store starts with "{prefix}:": one hash tag, so that
     /// every key of every operation (and the store's identity key, which
     /// every script that needs the store's data checks) lies in one slot of
     /// a Redis Cluster. 1 to 64 characters, no braces. Stores with different
     /// prefixes on one server are independent (and may lie on different
     /// shards of a cluster).
-    std::string prefix = "coord";
+    std::string prefix = coord::detail::defaults::prefix;
     /// AUTH with this password when not empty (and `user`, when not empty:
     /// an ACL user).
     std::string user;
@@ -286,7 +279,7 @@ inline coord::error server_error(std::string_view message) {
                       : starts("MISCONF")  ? errc::misconfigured
                       : starts("READONLY") ? errc::read_only
                       : starts("BUSY") || starts("OOM") ? errc::busy
-                                                        : errc::command_failed;
+                                                        : errc::server_refused;
     return coord::error(make_error_code(code), std::string(message));
 }
 

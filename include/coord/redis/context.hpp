@@ -5,10 +5,6 @@
 // store's data is called (the identity checked inside the script).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <mutex>
 #include <string>

@@ -14,10 +14,6 @@
 // (fn may run more than once, as the concept allows).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <algorithm>
 #include <optional>
 #include <string>

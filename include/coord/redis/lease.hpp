@@ -24,10 +24,6 @@
 // the place's term): the queued acquire and the commands inside it.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <optional>
 #include <string>

@@ -13,10 +13,6 @@
 // claim's token where it lands.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <optional>
 #include <string>

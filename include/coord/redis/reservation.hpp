@@ -8,10 +8,6 @@
 // (errc::store_uninitialized) instead of letting a generator reissue times.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>

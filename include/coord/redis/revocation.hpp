@@ -9,10 +9,6 @@
 // validate past its exp anyway); a subject's not-before never moves back.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -51,10 +51,6 @@
 // memory, before it starts, instead of failing it half way).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include "coord/redis/connection.hpp"
 
 namespace coord::redis::scripts {
@@ -372,7 +368,6 @@ return 'OK'
     "  return false\n"                                                                                     \
     "end\n"                                                                                                \
     "local function place_end(now, ttl) return us_of(add(now, ttl)) end\n"
-
 
 /// KEYS: lease. ARGV: " <n>\n<owner> <ttl> " (the record's middle: one
 /// argument, as every argument costs the server as much as a few string

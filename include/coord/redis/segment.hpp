@@ -12,10 +12,6 @@
 // refused with errc::state_went_back.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <map>
 #include <mutex>

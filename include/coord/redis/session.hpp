@@ -10,10 +10,6 @@
 // the store's identity: a session Redis lost is a signed-out user.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>

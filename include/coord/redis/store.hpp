@@ -40,10 +40,6 @@
 // got no reply is coord::errc::outcome_unknown. The next call reconnects.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -249,17 +245,11 @@ public:
 /// The everyday Redis store: every expiry judged on the server's clock.
 using store = basic_store<>;
 
-static_assert(fence_store<store>);
-static_assert(fence_update_store<store>);
-static_assert(lease_store<store>);
 static_assert(lease_queue_store<store>);
-static_assert(time_reservation_store<store>);
-static_assert(segment_allocator<store>);
-static_assert(ledger_store<store>);
-static_assert(session_store<store>);
 static_assert(revocation_store<store>);
 
-// The everyday names on this store: coord::redis::lease_manager and so on.
+// What this store models, checked, and the everyday names on it:
+// coord::redis::lease_manager and so on (coord/detail/store_aliases.hpp).
 COORD_STORE_ALIASES(store);
 COORD_STORE_LEDGER_ALIAS(store);
 COORD_STORE_SESSION_ALIAS(store);

@@ -12,6 +12,12 @@
 // the error value (coord::error::detail()).
 #pragma once
 
+// Marks that a store header is in (tests/layering_test.cpp checks that no
+// primitive or rule header pulls one in); every engine header includes this one.
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <sqlite3.h>
 
 #include <chrono>
@@ -31,6 +37,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "coord/detail/engine_errors.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/options.hpp"
 #include "coord/error.hpp"
@@ -52,49 +59,32 @@ enum class errc {
     /// The disk or the file size limit is full (SQLITE_FULL): the transaction rolled back.
     disk_full,
     /// Another process held the database's lock past options::busy_timeout.
-    busy,
+    lock_timeout,
     /// An I/O error; for a write at COMMIT it is errc::outcome_unknown instead.
     io_error,
     /// SQLite refused a statement (the transaction rolled back).
-    statement_failed,
+    server_refused,
     /// The database's coord schema is newer than this library knows.
     schema_too_new,
     /// A row was not of the shape the engine expects (schema drift?).
     bad_answer,
 };
 
-namespace detail {
-class category_impl final : public std::error_category {
-public:
-    const char* name() const noexcept override { return "coord.sqlite"; }
-    std::error_condition default_error_condition(int ev) const noexcept override {
-        switch (static_cast<errc>(ev)) {
-        case errc::not_a_database:
-        case errc::corrupt: return coord::make_error_condition(coord::condition::corrupt_state);
-        case errc::bad_answer: return coord::make_error_condition(coord::condition::outcome_unknown);
-        default: return coord::make_error_condition(coord::condition::unavailable);
-        }
-    }
-    std::string message(int ev) const override {
-        switch (static_cast<errc>(ev)) {
-        case errc::open_failed: return "SQLite database cannot be opened";
-        case errc::not_a_database: return "file is not an SQLite database";
-        case errc::corrupt: return "SQLite database is corrupt";
-        case errc::read_only: return "SQLite database is read-only";
-        case errc::disk_full: return "disk full";
-        case errc::busy: return "SQLite database busy past the busy timeout";
-        case errc::io_error: return "SQLite I/O error";
-        case errc::statement_failed: return "SQLite statement failed";
-        case errc::schema_too_new: return "SQLite schema newer than this coord";
-        case errc::bad_answer: return "unexpected row from SQLite";
-        }
-        return "unknown SQLite error";
-    }
-};
-}  // namespace detail
-
 inline const std::error_category& category() noexcept {
-    static const detail::category_impl instance;
+    static const coord::detail::engine_category<errc, 10> instance(
+        "coord.sqlite", "SQLite",
+        {{
+             {errc::open_failed, coord::condition::unavailable, "SQLite database cannot be opened"},
+             {errc::not_a_database, coord::condition::corrupt_state, "file is not an SQLite database"},
+             {errc::corrupt, coord::condition::corrupt_state, "SQLite database is corrupt"},
+             {errc::read_only, coord::condition::unavailable, "SQLite database is read-only"},
+             {errc::disk_full, coord::condition::unavailable, "disk full"},
+             {errc::lock_timeout, coord::condition::unavailable, "SQLite database's lock not free within the busy timeout"},
+             {errc::io_error, coord::condition::unavailable, "SQLite I/O error"},
+             {errc::server_refused, coord::condition::unavailable, "SQLite refused the statement"},
+             {errc::schema_too_new, coord::condition::unavailable, "SQLite schema newer than this coord"},
+             {errc::bad_answer, coord::condition::outcome_unknown, "unexpected row from SQLite"},
+        }});
     return instance;
 }
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
@@ -126,8 +116,8 @@ enum class durability {
 /// std::invalid_argument naming the field.
 struct options {
     /// How long an operation waits for the database's lock (1 ms to 24 h),
-    /// held by another thread or process, before errc::busy.
-    std::chrono::milliseconds busy_timeout{10000};
+    /// held by another thread or process, before errc::lock_timeout.
+    std::chrono::milliseconds busy_timeout = coord::detail::defaults::lock_timeout;
     durability sync = durability::full;
 };
 
@@ -192,12 +182,12 @@ inline coord::error error_of(int rc, sqlite3* db, const std::string& path) {
     case SQLITE_READONLY: code = errc::read_only; break;
     case SQLITE_FULL: code = errc::disk_full; break;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: code = errc::busy; break;
+    case SQLITE_LOCKED: code = errc::lock_timeout; break;
     case SQLITE_IOERR: code = errc::io_error; break;
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:
     case SQLITE_AUTH: code = errc::open_failed; break;
-    default: code = errc::statement_failed; break;
+    default: code = errc::server_refused; break;
     }
     std::string words = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     return coord::error(make_error_code(code), path + ": " + words);
@@ -289,7 +279,7 @@ public:
         /// when `writes` (the write lock first), else deferred (a snapshot).
         transaction(database& d, bool writes) : d_(d), writes_(writes) {
             if (!d.mutex_.try_lock_for(d.opts_.busy_timeout)) {
-                error_ = coord::error(make_error_code(errc::busy),
+                error_ = coord::error(make_error_code(errc::lock_timeout),
                                       d.path_.string() + ": another thread of this process held the database");
                 return;
             }

@@ -10,10 +10,6 @@
 // 3 (the upsert skipped); a read 3 (BEGIN, SELECT, COMMIT).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <optional>
 #include <string>
 #include <string_view>

@@ -11,10 +11,6 @@
 // that changed).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <optional>
 #include <string>

@@ -16,10 +16,6 @@
 // recorded and committed, and the exception propagates.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -132,11 +128,11 @@ public:
     }
     /// Inside an effect: one statement on the run's open transaction (text
     /// parameters ?1, ?2, ...; NULL for nullopt). Rows come back as text.
-    /// Outside an effect: errc::statement_failed.
+    /// Outside an effect: errc::server_refused.
     static result<std::vector<std::vector<std::string>>> effect_exec(
         const std::string& sql, const std::vector<std::optional<std::string>>& params = {}) {
         sqlite3* db = effect_handle();
-        if (!db) return unexpected(coord::error(make_error_code(errc::statement_failed), "effect_exec outside a ledger run"));
+        if (!db) return unexpected(coord::error(make_error_code(errc::server_refused), "effect_exec outside a ledger run"));
         sqlite3_stmt* s = nullptr;
         if (int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &s, nullptr); rc != SQLITE_OK)
             return unexpected(current_effect()->error(rc));

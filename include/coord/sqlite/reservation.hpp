@@ -6,10 +6,6 @@
 // (coord/rules/reservation.hpp) applied, the row written. Statements: 4.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string_view>
 

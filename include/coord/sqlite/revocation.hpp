@@ -7,10 +7,6 @@
 // transaction over both lists.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <optional>
 #include <string_view>

@@ -6,10 +6,6 @@
 // overlap across the processes sharing the file. Statements: 4.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string_view>
 

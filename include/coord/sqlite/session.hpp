@@ -9,10 +9,6 @@
 // (the new hash checked free); revoke and revoke_user 3 (one DELETE).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -24,10 +24,6 @@
 // file through SQLite's locks.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -121,18 +117,12 @@ public:
 /// The everyday SQLite store: every expiry judged on the system clock.
 using store = basic_store<>;
 
-static_assert(fence_store<store>);
-static_assert(fence_update_store<store>);
-static_assert(lease_store<store>);
 static_assert(lease_queue_store<store>);
-static_assert(time_reservation_store<store>);
-static_assert(segment_allocator<store>);
-static_assert(ledger_store<store>);
 static_assert(ledger_run_store<store>);
-static_assert(session_store<store>);
 static_assert(revocation_store<store>);
 
-// The everyday names on this store: coord::sqlite::lease_manager and so on.
+// What this store models, checked, and the everyday names on it:
+// coord::sqlite::lease_manager and so on (coord/detail/store_aliases.hpp).
 COORD_STORE_ALIASES(store);
 COORD_STORE_LEDGER_ALIAS(store);
 COORD_STORE_SESSION_ALIAS(store);

@@ -111,7 +111,7 @@ struct file_store_options {
     /// nothing done): another process holding it may be paused. The wait
     /// is a short backoff (from 50 us, at most 20 ms between tries): flock
     /// has no timed wait.
-    std::chrono::milliseconds lock_timeout{10000};
+    std::chrono::milliseconds lock_timeout = coord::detail::defaults::lock_timeout;
 };
 
 namespace detail {

@@ -15,6 +15,12 @@
 // the old session is gone (ZooKeeper deleted its nodes).
 #pragma once
 
+// Marks that a store header is in (tests/layering_test.cpp checks that no
+// primitive or rule header pulls one in); every engine header includes this one.
+#ifndef COORD_STORE_HEADER_INCLUDED
+#define COORD_STORE_HEADER_INCLUDED 1
+#endif
+
 #include <zookeeper/zookeeper.h>
 
 #include <chrono>
@@ -35,8 +41,10 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/deadline.hpp"
+#include "coord/detail/engine_errors.hpp"
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/host.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -53,7 +61,7 @@ enum class errc {
     /// The ensemble expired the session: session-bound leases are gone.
     session_expired,
     /// ZooKeeper refused the request (nothing was applied).
-    request_failed,
+    server_refused,
     /// The answer was not what the engine expects (a node not written by coord?).
     bad_answer,
     /// No completion within options::operation_timeout, for a call that wrote nothing.
@@ -62,31 +70,18 @@ enum class errc {
     contention,
 };
 
-namespace detail {
-class category_impl final : public std::error_category {
-public:
-    const char* name() const noexcept override { return "coord.zookeeper"; }
-    std::error_condition default_error_condition(int ev) const noexcept override {
-        if (static_cast<errc>(ev) == errc::bad_answer) return coord::make_error_condition(coord::condition::outcome_unknown);
-        return coord::make_error_condition(coord::condition::unavailable);
-    }
-    std::string message(int ev) const override {
-        switch (static_cast<errc>(ev)) {
-        case errc::connection_failed: return "no ZooKeeper session could be established";
-        case errc::connection_loss: return "the connection to ZooKeeper was lost";
-        case errc::session_expired: return "the ZooKeeper session expired";
-        case errc::request_failed: return "ZooKeeper refused the request";
-        case errc::bad_answer: return "unexpected answer from ZooKeeper";
-        case errc::deadline_passed: return "no answer from ZooKeeper within the operation timeout";
-        case errc::contention: return "a ZooKeeper compare-and-set kept losing to other writers";
-        }
-        return "unknown ZooKeeper error";
-    }
-};
-}  // namespace detail
-
 inline const std::error_category& category() noexcept {
-    static const detail::category_impl instance;
+    static const coord::detail::engine_category<errc, 7> instance(
+        "coord.zookeeper", "ZooKeeper",
+        {{
+             {errc::connection_failed, coord::condition::unavailable, "no ZooKeeper session could be established"},
+             {errc::connection_loss, coord::condition::unavailable, "the connection to ZooKeeper was lost"},
+             {errc::session_expired, coord::condition::unavailable, "the ZooKeeper session expired"},
+             {errc::server_refused, coord::condition::unavailable, "ZooKeeper refused the request"},
+             {errc::bad_answer, coord::condition::outcome_unknown, "unexpected answer from ZooKeeper"},
+             {errc::deadline_passed, coord::condition::unavailable, "no answer from ZooKeeper within the operation timeout"},
+             {errc::contention, coord::condition::unavailable, "a ZooKeeper compare-and-set kept losing to other writers"},
+        }});
     return instance;
 }
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
@@ -158,13 +153,13 @@ inline result<address, std::string> parse_url(std::string_view url) {
 /// std::invalid_argument naming the field.
 struct options {
     /// Bounds each call as a whole (1 ms to 24 h).
-    std::chrono::milliseconds operation_timeout{5000};
+    std::chrono::milliseconds operation_timeout = coord::detail::defaults::operation_timeout;
     /// The session timeout asked for (the ensemble clamps it to its
     /// minSessionTimeout..maxSessionTimeout, by default 2 to 20 ticks: 4 s to
     /// 40 s with tickTime=2000): the term of session-bound leases.
     std::chrono::milliseconds session_timeout{10000};
     /// Bounds establishing a session (1 ms to 24 h).
-    std::chrono::milliseconds connect_timeout{5000};
+    std::chrono::milliseconds connect_timeout = coord::detail::defaults::connect_timeout;
     /// The most bytes of node data and paths one request carries (4 KiB to
     /// 64 MiB): the ensemble drops a packet above its jute.maxbuffer (1 MiB
     /// by default) and closes the connection. A larger request is refused
@@ -334,7 +329,7 @@ public:
         case ZINVALIDSTATE:
         case ZCLOSING:
             return coord::error(make_error_code(errc::connection_loss), words);
-        default: return coord::error(make_error_code(errc::request_failed), words);
+        default: return coord::error(make_error_code(errc::server_refused), words);
         }
     }
 

@@ -6,10 +6,6 @@
 // stamped by the ensemble when it writes the node) or a test clock's.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -21,6 +17,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/backoff.hpp"
 #include "coord/zookeeper/connection.hpp"
 
 namespace coord::zookeeper::detail {
@@ -81,6 +78,11 @@ inline std::optional<std::uint64_t> u64(std::string_view s) {
 }
 
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
+/// A compare-and-set that lost to other writers on every try (`what` names
+/// the call: "segment allocate").
+inline coord::error contention(std::string_view what, int tries = coord::detail::conflict_tries) {
+    return coord::detail::conflicts_in_a_row(make_error_code(errc::contention), what, tries);
+}
 
 /// A node of the store holding what coord did not write (another program,
 /// an operator, an older coord's layout): coord::errc::state_corrupt
@@ -130,7 +132,7 @@ public:
             paths.push_back(path(kind));
         for (const auto& p : paths) {
             auto r = create(p, "", 0);
-            if (!r && r.error() != errc::request_failed) return unexpected(r.error());
+            if (!r && r.error() != errc::server_refused) return unexpected(r.error());
         }
         return {};
     }
@@ -200,11 +202,11 @@ public:
     }
 
     /// create (flags: 0 persistent, ZOO_EPHEMERAL), an existing node being
-    /// request_failed.
+    /// server_refused.
     result<reply> create(const std::string& p, const std::string& v, int flags) {
         auto r = create_or_exists(p, v, flags);
         if (!r) return r;
-        if (r->rc == ZNODEEXISTS) return unexpected(coord::error(make_error_code(errc::request_failed), "node exists"));
+        if (r->rc == ZNODEEXISTS) return unexpected(coord::error(make_error_code(errc::server_refused), "node exists"));
         if (r->rc != ZOK) return unexpected(session::failure(r->rc, true));
         return r;
     }

@@ -12,10 +12,6 @@
 // (a stale memory costs one more: the refused setData, then the read).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <map>
 #include <mutex>
 #include <optional>
@@ -99,15 +95,15 @@ private:
     result<void, write_error> apply(std::string_view key, fence_token token, std::optional<std::uint64_t> seq, Assign&& assign) {
         const std::string p = ctx_.path("fence", key);
         std::optional<known> k = recall(key);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<void, write_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
             if (!k) {
                 auto n = ctx_.get(p);
-                if (!n) return unexpected(write_error{n.error(), 0});
+                if (!n) return R(unexpected(write_error{n.error(), 0}));
                 k = known{};
                 if (*n) {
                     auto rec = parse((*n)->data);
-                    if (!rec) return unexpected(write_error{detail::corrupt(p, "a fence record is malformed"), 0});
+                    if (!rec) return R(unexpected(write_error{detail::corrupt(p, "a fence record is malformed"), 0}));
                     k->rec = std::move(*rec);
                     k->version = (*n)->stat.version;
                 }
@@ -119,20 +115,22 @@ private:
                 if (attempt == 0 && recall(key)) {
                     k.reset();
                     forget(key);
-                    continue;
+                    return std::nullopt;
                 }
-                return unexpected(ruled.error());
+                return R(unexpected(ruled.error()));
             }
             const std::string data = encoded(next);
             auto w = k->version < 0 ? ctx_.create_or_exists(p, data, 0) : ctx_.set(p, data, k->version);
-            if (!w) return unexpected(write_error{w.error(), 0});
+            if (!w) return R(unexpected(write_error{w.error(), 0}));
             if (w->rc == ZOK) {
                 remember(key, next, w->stat.version);
-                return {};
+                return R();
             }
             k.reset();  // someone else wrote (or created) it: read and rule again
-        }
-        return unexpected(write_error{coord::error(make_error_code(errc::contention), "fence write: 64 conflicts in a row"), 0});
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(write_error{detail::contention("fence write"), 0});
     }
     void forget(std::string_view key) {
         std::lock_guard lk(mutex_);

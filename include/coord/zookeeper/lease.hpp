@@ -27,10 +27,6 @@
 // ensemble's decision (it deletes the node when it expires the session).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -52,73 +48,75 @@ public:
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl) {
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<lease, lease_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
             if (!k) {
                 auto n = read(p);
-                if (!n) return failed(n.error());
+                if (!n) return R(failed(n.error()));
                 k = *n;
             }
             if (k->rec.held) {
                 auto now = ctx_.now_ns();
-                if (!now) return failed(now.error());
+                if (!now) return R(failed(now.error()));
                 if (*now < k->expires_ns()) {
                     if (attempt == 0 && recall(name)) {  // what we knew may be old: read it again
                         forget(name);
                         k.reset();
-                        continue;
+                        return std::nullopt;
                     }
-                    return refusal(coord::errc::lease_held, *k, *now);
+                    return R(refusal(coord::errc::lease_held, *k, *now));
                 }
             }
             rec_t next{true, std::string(owner), 0, ttl.count() < 0 ? 0 : ttl.count(), 0};
             auto w = write(p, next, k->version);
-            if (!w) return failed(w.error());
+            if (!w) return R(failed(w.error()));
             if (w->rc == ZOK) {
                 known mine{next, w->stat};
                 remember(name, mine);
-                return view(name, mine);
+                return R(view(name, mine));
             }
             k.reset();
-        }
-        return failed(coord::error(make_error_code(errc::contention), "lease acquire: 64 conflicts in a row"));
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return failed(detail::contention("lease acquire"));
     }
 
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<lease, lease_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
             if (!k) {
                 auto n = read(p);
-                if (!n) return failed(n.error());
+                if (!n) return R(failed(n.error()));
                 k = *n;
             }
             if (!holds(*k, owner, token)) {
                 if (attempt == 0 && recall(name)) {
                     forget(name);
                     k.reset();
-                    continue;
+                    return std::nullopt;
                 }
                 auto now = ctx_.now_ns();
-                if (!now) return failed(now.error());
-                return refusal(coord::errc::not_lease_holder, *k, *now);
+                if (!now) return R(failed(now.error()));
+                return R(refusal(coord::errc::not_lease_holder, *k, *now));
             }
             const std::int64_t ends = k->expires_ns();
             if constexpr (detail::context<Clock>::test_clock) {
                 auto now = ctx_.now_ns();
-                if (!now) return failed(now.error());
-                if (*now >= ends) return refusal(coord::errc::lease_expired, *k, *now);
+                if (!now) return R(failed(now.error()));
+                if (*now >= ends) return R(refusal(coord::errc::lease_expired, *k, *now));
             }
             rec_t next = k->rec;
             next.token = k->token();
             if (ttl.count() > 0) next.ttl_ns = ttl.count();
             auto w = write(p, next, k->stat.version);
-            if (!w) return failed(w.error());
+            if (!w) return R(failed(w.error()));
             if (w->rc != ZOK) {
                 k.reset();
-                continue;
+                return std::nullopt;
             }
             known mine{next, w->stat};
             if (mine.started_ns() >= ends) {
@@ -128,47 +126,50 @@ public:
                 undone.held = false;
                 (void)write(p, undone, w->stat.version);
                 forget(name);
-                return refusal(coord::errc::lease_expired, mine, mine.started_ns());
+                return R(refusal(coord::errc::lease_expired, mine, mine.started_ns()));
             }
             remember(name, mine);
-            return view(name, mine);
-        }
-        return failed(coord::error(make_error_code(errc::contention), "lease renew: 64 conflicts in a row"));
+            return R(view(name, mine));
+        });
+        if (decided) return *decided;
+        return failed(detail::contention("lease renew"));
     }
 
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         const std::string p = ctx_.path("lease", name);
         auto k = recall(name);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<void, lease_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
             if (!k) {
                 auto n = read(p);
-                if (!n) return unexpected(failed(n.error()).error());
+                if (!n) return R(unexpected(failed(n.error()).error()));
                 k = *n;
             }
             if (!holds(*k, owner, token)) {
                 if (attempt == 0 && recall(name)) {
                     forget(name);
                     k.reset();
-                    continue;
+                    return std::nullopt;
                 }
                 auto now = ctx_.now_ns();
-                if (!now) return unexpected(failed(now.error()).error());
-                return unexpected(refusal(coord::errc::not_lease_holder, *k, *now).error());
+                if (!now) return R(unexpected(failed(now.error()).error()));
+                return R(unexpected(refusal(coord::errc::not_lease_holder, *k, *now).error()));
             }
             rec_t next = k->rec;
             next.token = k->token();
             next.held = false;
             next.holder.clear();
             auto w = write(p, next, k->stat.version);
-            if (!w) return unexpected(failed(w.error()).error());
+            if (!w) return R(unexpected(failed(w.error()).error()));
             if (w->rc == ZOK) {
                 remember(name, known{next, w->stat});
-                return {};
+                return R();
             }
             k.reset();
-        }
-        return unexpected(failed(coord::error(make_error_code(errc::contention), "lease release: 64 conflicts")).error());
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(failed(detail::contention("lease release")).error());
     }
 
     result<std::optional<lease>> lease_read(std::string_view name) {
@@ -206,7 +207,6 @@ private:
     static bool holds(const known& k, std::string_view owner, fence_token token) {
         return k.rec.held && k.rec.holder == owner && (token == 0 || k.token() == token);
     }
-
 
     result<known> read(const std::string& p) {
         auto n = ctx_.get(p);

@@ -20,10 +20,6 @@
 // ensemble's now; each record read, and deleted on its version when due).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -125,23 +121,25 @@ private:
     template <class T, class Rule>
     result<T> cas(std::string_view key, Rule&& rule) {
         const std::string p = ctx_.path("ledger", key);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<T>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto k = read(p);
-            if (!k) return unexpected(k.error());
+            if (!k) return R(unexpected(k.error()));
             auto now = ctx_.now_ns();
-            if (!now) return unexpected(now.error());
+            if (!now) return R(unexpected(now.error()));
             const bool exists = k->version >= 0;
             if (!exists) k->rec.key = std::string(key);
             auto s = rule(k->rec, exists, *now);
-            if (!s.write) return std::move(s.answer);
+            if (!s.write) return R(std::move(s.answer));
             const std::string data = encode(k->rec);
             auto w = exists ? ctx_.set(p, data, k->version) : ctx_.create_or_exists(p, data, 0);
-            if (!w) return unexpected(w.error());
-            if (w->rc == ZOK) return std::move(s.answer);
+            if (!w) return R(unexpected(w.error()));
+            if (w->rc == ZOK) return R(std::move(s.answer));
             // ZBADVERSION, ZNODEEXISTS, ZNONODE: someone wrote in between.
-        }
-        return unexpected(coord::error(make_error_code(errc::contention), "ledger: 64 conflicts in a row"));
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(detail::contention("ledger"));
     }
 
     static std::string encode(const ledger_record& r) {

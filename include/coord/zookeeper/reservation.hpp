@@ -8,10 +8,6 @@
 // again on a conflict (up to 64 times). 2 round trips.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,29 +26,31 @@ public:
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         const std::string p = ctx_.path("reservation", key);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<std::int64_t, write_error>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto n = ctx_.get(p);
-            if (!n) return unexpected(write_error{n.error(), 0});
+            if (!n) return R(unexpected(write_error{n.error(), 0}));
             coord::detail::reservation_rule::record rec;
             int version = -1;
             if (*n) {
                 auto f = detail::decode((*n)->data, 2);
                 auto h = f ? detail::u64((*f)[0]) : std::nullopt;
                 auto u = f ? detail::i64((*f)[1]) : std::nullopt;
-                if (!h || !u) return unexpected(write_error{detail::corrupt(p, "a reservation record is malformed"), 0});
+                if (!h || !u) return R(unexpected(write_error{detail::corrupt(p, "a reservation record is malformed"), 0}));
                 rec.highest = *h;
                 rec.until_ms = *u;
                 version = (*n)->stat.version;
             }
             auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
-            if (!ruled) return unexpected(ruled.error());
+            if (!ruled) return R(unexpected(ruled.error()));
             const std::string data = detail::encode({std::to_string(rec.highest), std::to_string(rec.until_ms)});
             auto w = version < 0 ? ctx_.create_or_exists(p, data, 0) : ctx_.set(p, data, version);
-            if (!w) return unexpected(write_error{w.error(), 0});
-            if (w->rc == ZOK) return *ruled;
-        }
-        return unexpected(write_error{coord::error(make_error_code(errc::contention), "time reserve: 64 conflicts in a row"), 0});
+            if (!w) return R(unexpected(write_error{w.error(), 0}));
+            if (w->rc == ZOK) return R(*ruled);
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(write_error{detail::contention("time reserve"), 0});
     }
 
 private:

@@ -10,10 +10,6 @@
 // and leader elections.
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,25 +28,27 @@ public:
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
         const std::string p = ctx_.path("segment", tag);
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            if (attempt > 0) coord::detail::conflict_backoff(attempt);
+        using R = result<segment_range>;
+        auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
             auto n = ctx_.get(p);
-            if (!n) return unexpected(n.error());
+            if (!n) return R(unexpected(n.error()));
             std::uint64_t used = 0;
             int version = -1;
             if (*n) {
                 auto v = detail::u64((*n)->data);
-                if (!v) return unexpected(detail::corrupt(p, "a segment counter is not a number"));
+                if (!v) return R(unexpected(detail::corrupt(p, "a segment counter is not a number")));
                 used = *v;
                 version = (*n)->stat.version;
             }
-            if (step > segment_id_limit - 1 - used) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
+            if (step > segment_id_limit - 1 - used) return R(unexpected(coord::make_error_code(coord::errc::range_exhausted)));
             const std::uint64_t last = used + step;
             auto w = version < 0 ? ctx_.create_or_exists(p, std::to_string(last), 0) : ctx_.set(p, std::to_string(last), version);
-            if (!w) return unexpected(w.error());
-            if (w->rc == ZOK) return segment_range{used + 1, last + 1};
-        }
-        return unexpected(coord::error(make_error_code(errc::contention), "segment allocate: 64 conflicts in a row"));
+            if (!w) return R(unexpected(w.error()));
+            if (w->rc == ZOK) return R(segment_range{used + 1, last + 1});
+            return std::nullopt;
+        });
+        if (decided) return *decided;
+        return unexpected(detail::contention("segment allocate"));
     }
 
 private:

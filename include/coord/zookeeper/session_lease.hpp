@@ -20,10 +20,6 @@
 // version).
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <chrono>
 #include <optional>
 #include <string>

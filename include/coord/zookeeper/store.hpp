@@ -22,10 +22,6 @@
 //   coord::basic_lease_manager mine{store.session_bound()};    // lasts as long as this session
 #pragma once
 
-#ifndef COORD_STORE_HEADER_INCLUDED
-#define COORD_STORE_HEADER_INCLUDED 1
-#endif
-
 #include <string>
 #include <utility>
 
@@ -116,15 +112,10 @@ private:
 
 using store = basic_store<>;
 
-static_assert(fence_store<store>);
-static_assert(fence_update_store<store>);
-static_assert(lease_store<store>);
 static_assert(lease_store<session_lease_adapter<server_clock>>);
-static_assert(time_reservation_store<store>);
-static_assert(segment_allocator<store>);
-static_assert(ledger_store<store>);
 
-// The everyday names on this store: coord::zookeeper::lease_manager and so on.
+// What this store models, checked, and the everyday names on it:
+// coord::zookeeper::lease_manager and so on (coord/detail/store_aliases.hpp).
 COORD_STORE_ALIASES(store);
 COORD_STORE_LEDGER_ALIAS(store);
 
