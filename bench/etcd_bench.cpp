@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "coord/open.hpp"
 #include "coord/etcd/store.hpp"
 #include "engine_bench.hpp"
 #include "coord/segment.hpp"
@@ -36,15 +37,18 @@ std::string url() {
 }
 using coord::bench::fail;
 
+// The prefix of this run's own and one connection: every bench and its floor
+// use the same one (the floor's pool is opened with the same options).
+std::string prefix() { return "bench-" + std::to_string(::getpid()); }
 coord::etcd::options opts() {
     coord::etcd::options o;
-    o.pool_size = 1;  // one connection: every bench and its floor use the same one
-    o.prefix = "bench-";
-    o.prefix += std::to_string(::getpid());
+    o.pool_size = 1;
+    o.prefix = prefix();
     return o;
 }
 coord::etcd::store& single() {
-    static coord::etcd::store s{url(), {}, opts()};
+    static coord::etcd::store s =
+        coord::open_store<coord::etcd::store>(url() + "?pool=1&prefix=" + prefix());
     return s;
 }
 coord::etcd::pool& floor_pool() {

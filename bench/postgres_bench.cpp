@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "coord/open.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/postgres/store.hpp"
 #include "coord/segment.hpp"
@@ -54,7 +55,7 @@ void must(PGconn* c, PGresult* r) {
 }
 
 coord::postgres::store& store() {
-    static coord::postgres::store s{conninfo()};
+    static coord::postgres::store s = coord::open_store<coord::postgres::store>("postgres:" + conninfo());
     return s;
 }
 
@@ -159,7 +160,7 @@ void BM_Pg_FenceWriteKeys(benchmark::State& state) {
     PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);  // DROP ... CASCADE lists what it drops
     must(c, PQexec(c, ("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema).c_str()));
     const std::string conninfo = coninfo_with_schema(schema);
-    coord::postgres::store s{conninfo};
+    auto s = coord::open_store<coord::postgres::store>("postgres:" + conninfo);
     must(c, PQexec(c, ("INSERT INTO " + schema + ".coord_fence (key, highest, written, value) SELECT 'filler' || g, 1, true, "
                        "'value-of-a-typical-size-0123456789' FROM generate_series(0, " + std::to_string(state.range(0) - 1) + ") g").c_str()));
     must(c, PQexec(c, ("ANALYZE " + schema + ".coord_fence").c_str()));

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "coord/open.hpp"
 #include "coord/redis/store.hpp"
 #include "engine_bench.hpp"
 #include "coord/segment.hpp"
@@ -36,25 +37,22 @@ std::string url() {
 }
 using coord::bench::fail;
 
-// A prefix of this run's own: keys of earlier runs do not matter.
-coord::redis::options opts(std::size_t pool, const char* prefix) {
-    coord::redis::options o;
-    o.pool_size = pool;
-    o.prefix = prefix;
-    o.prefix += '-';
-    o.prefix += std::to_string(::getpid());
-    return o;
+// The store through coord/open.hpp, with a prefix of this run's own: keys
+// of earlier runs do not matter.
+coord::redis::store opened(std::size_t pool, const char* prefix) {
+    return coord::open_store<coord::redis::store>(url() + "?pool=" + std::to_string(pool) + "&prefix=" + prefix + "-" +
+                                                  std::to_string(::getpid()));
 }
 
 // One connection: every single-threaded bench and its floor use the same one.
 coord::redis::store& single() {
-    static coord::redis::store s{url(), {}, opts(1, "bench")};
+    static coord::redis::store s = opened(1, "bench");
     static const bool initialized = s.initialize(coord::redis::initial_floors{}, true).has_value();
     (void)initialized;
     return s;
 }
 coord::redis::store& shared() {
-    static coord::redis::store s{url(), {}, opts(8, "bench-shared")};
+    static coord::redis::store s = opened(8, "bench-shared");
     static const bool initialized = s.initialize(coord::redis::initial_floors{}, true).has_value();
     (void)initialized;
     return s;

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <string>
 
+#include "coord/open.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/sqlite/store.hpp"
@@ -80,7 +81,7 @@ void sqlite_fence_write(benchmark::State& state, bool any) {
     fs::remove(path);
     { coord::sqlite::store create{path}; }
     prefill_sqlite(path, state.range(0));
-    coord::sqlite::store store{path, {}, {.sync = coord::sqlite::durability::off}};
+    auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
     coord::basic_keyed_fenced_resource res{store};
     coord::fence_token token = 1;
     std::int64_t i = 0;
@@ -99,7 +100,7 @@ void BM_File_FenceWrite(benchmark::State& state) {
     const auto path = scratch("file" + std::to_string(state.range(0)));
     fs::remove(path);
     fs::remove(path.string() + ".lock");  // a fresh store: its generation record too
-    coord::file_store store{path, {}, {.fsync = false}};
+    auto store = coord::open_store<coord::file_store>("file:" + path.string() + "?fsync=off");
     for (std::int64_t i = 0; i < state.range(0); ++i) (void)store.fence_write("filler" + std::to_string(i), 1, value);
     coord::basic_keyed_fenced_resource res{store};
     coord::fence_token token = 1;
@@ -129,7 +130,7 @@ BENCHMARK(BM_Memory_FenceWrite)->Arg(10)->Arg(10'000)->Arg(1'000'000)->UseRealTi
 void BM_Sqlite_FenceWriteDurable(benchmark::State& state) {
     const auto path = scratch("durable.db");
     fs::remove(path);
-    coord::sqlite::store store{path};
+    auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string());
     coord::basic_keyed_fenced_resource res{store};
     coord::fence_token token = 1;
     for (auto _ : state) {
@@ -207,7 +208,7 @@ private:
 void BM_Sqlite_LedgerRunOnce(benchmark::State& state) {
     const auto path = scratch("ledger.db");
     fs::remove(path);
-    coord::sqlite::store store{path, {}, {.sync = coord::sqlite::durability::off}};
+    auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
     {
         sqlite3* db = nullptr;
         must(sqlite3_open(path.c_str(), &db), db);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "coord/open.hpp"
 #include "coord/zookeeper/store.hpp"
 #include "engine_bench.hpp"
 
@@ -29,7 +30,7 @@ std::string url() {
 }
 using coord::bench::fail;
 coord::zookeeper::store& store() {
-    static coord::zookeeper::store s{url() + "/bench-" + std::to_string(::getpid())};
+    static coord::zookeeper::store s = coord::open_store<coord::zookeeper::store>(url() + "/bench-" + std::to_string(::getpid()));
     return s;
 }
 

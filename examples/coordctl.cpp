@@ -970,8 +970,8 @@ int cron_status(const std::vector<std::string_view>& args) {
                 versions.insert(s.schedule_version);
                 std::printf("%-40s %-8s %-32s %7u %-9s %-24s %-24s v%-10u %s%s%s\n", s.slot.c_str(),
                             coord::to_string(s.state), s.worker.empty() ? "-" : printable(s.worker).c_str(), s.attempt,
-                            s.exit.c_str(), iso_of_ns(s.scheduled_ms * 1'000'000).c_str(),
-                            iso_of_ns(s.started_ns).c_str(), s.schedule_version,
+                            s.exit.c_str(), iso_of_ns(s.scheduled.count() * 1'000'000).c_str(),
+                            iso_of_ns(s.started.count()).c_str(), s.schedule_version,
                             s.instance.empty() ? "-" : s.instance.c_str(), s.detail.empty() ? "" : "  ",
                             printable(s.detail).c_str());
             }

@@ -215,8 +215,8 @@ TEST(JobLedger, EdgesOfTimeComputeWithoutOverflow) {
             ASSERT_EQ(r->kind, coord::run_outcome::applied) << text;  // not in the past at any store time here
             auto rec = *ledger.read(s);
             ASSERT_TRUE(rec);
-            EXPECT_GE(rec->retain_until_ns, rec->completed_ns) << text;
-            EXPECT_GE(rec->lease_until_ns, rec->started_ns) << text;
+            EXPECT_GE(rec->retain_until.count(), rec->completed.count()) << text;
+            EXPECT_GE(rec->lease_until.count(), rec->started.count()) << text;
             EXPECT_EQ(*ledger.prune(), 0u) << text;  // retention runs to the year 2262 at least
         }
         // 1970: older than the window unless the store's clock is near 1970 too.

@@ -80,3 +80,32 @@ TEST(OpenStore, TheMessageShowsTheUrlEscapedAndNoSecret) {
 }
 
 }  // namespace
+
+namespace {
+
+// Options ride in the URL after '?': taken before anything is opened, so a
+// refused one leaves no file behind.
+TEST(OpenStore, UrlOptionsAreTakenAndABadOneIsBadInputThatOpensNothing) {
+    const auto path = temp_state("options.state");
+    auto store = coord::open_store<coord::file_store>("file:" + path.string() + "?fsync=off");
+    coord::file::lease_manager leases{store};
+    EXPECT_TRUE(leases.acquire("job", "a", 10s));
+
+    const auto other = temp_state("refused.state");
+    const auto url = "file:" + other.string();
+    EXPECT_NE(refusal(url + "?fsync=maybe").find("fsync is on or off"), std::string::npos);
+    EXPECT_NE(refusal(url + "?colour=red").find("unknown option 'colour' (known: fsync)"), std::string::npos);
+    EXPECT_NE(refusal(url + "?fsync").find("option 'fsync' is not NAME=VALUE"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(other));
+    // open_store takes only its own engine's form.
+    try {
+        (void)coord::open_store<coord::file_store>("redis://127.0.0.1:1");
+        ADD_FAILURE() << "a redis:// URL opened a file store";
+    } catch (const coord::bad_store_url& e) {
+        EXPECT_NE(std::string(e.what()).find("this store's URL is file:PATH"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove(path);
+    std::filesystem::remove(path.string() + ".lock");
+}
+
+}  // namespace

@@ -228,8 +228,8 @@ struct cron_slot_status {
     std::uint32_t attempt = 0;
     std::string exit;  ///< "0", "3", "signal 9", or "-"
     std::string detail;
-    std::int64_t scheduled_ms = 0;
-    std::int64_t started_ns = 0;  ///< on the store's clock; 0 when it never started
+    std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
+    std::chrono::nanoseconds started{0};     ///< since the Unix epoch on the store's clock; 0 when it never started
 };
 
 inline const char* to_string(cron_slot_status::state_t s) noexcept {
@@ -474,7 +474,7 @@ inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger
                                        const cron_plan* plan = nullptr) {
     cron_slot_status out;
     out.slot = s.to_string();
-    out.scheduled_ms = s.scheduled().time_since_epoch().count();
+    out.scheduled = std::chrono::milliseconds(s.scheduled().time_since_epoch().count());
     out.schedule_version = s.schedule_version();
     out.exit = "-";
     if (r && r->schedule_version != 0) out.schedule_version = r->schedule_version;
@@ -485,7 +485,7 @@ inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger
     out.worker = std::move(worker);
     out.instance = std::move(instance);
     out.attempt = r->attempt;
-    out.started_ns = r->started_ns;
+    out.started = r->started;
     auto exit_of = [](std::string_view text) -> std::string {
         if (starts_with(text, "exit ")) return std::string(text.substr(5));
         if (starts_with(text, "signal ")) return std::string(text);
@@ -502,14 +502,14 @@ inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger
             out.worker.clear();
             out.instance.clear();
             out.attempt = 0;
-            out.started_ns = 0;
+            out.started = std::chrono::nanoseconds{0};
         } else if (starts_with(res, cron_skipped)) {
             out.state = cron_slot_status::skipped;
             out.detail = std::string(res.substr(cron_skipped.size()));
             out.worker.clear();
             out.instance.clear();
             out.attempt = 0;
-            out.started_ns = 0;
+            out.started = std::chrono::nanoseconds{0};
         } else if (starts_with(res, cron_replaced)) {
             out.state = cron_slot_status::replaced;
             out.detail = std::string(res);
@@ -1129,7 +1129,7 @@ private:
                         // This runner's own claim whose answer was lost (the
                         // holder carries this runner's nonce): it is ours to run.
                         emit(cron_event::claimed, s, c->fence, c->attempt, "a claim whose answer was lost");
-                        const auto since = c->lease_until_ns - ttl_ns();
+                        const auto since = c->lease_until.count() - ttl_ns();
                         if (!start(s, c->fence, c->attempt, since)) settled = true;
                         going = true;
                         going_since = std::min(going_since, since);
@@ -1140,13 +1140,13 @@ private:
                     if (opt_.overlap == overlap_policy::skip) {
                         ++steps;
                         auto rec = run_ledger_.read(s);  // when that run started
-                        going_since = std::min(going_since, rec && *rec ? (*rec)->started_ns : std::numeric_limits<std::int64_t>::min());
+                        going_since = std::min(going_since, rec && *rec ? (*rec)->started.count() : std::numeric_limits<std::int64_t>::min());
                     }
                     break;
                 case claim_outcome::expired: settled = settle_late(s, going, going_since, runs_going, steps); break;
                 case claim_outcome::granted:
                     emit(cron_event::claimed, s, c->fence, c->attempt);
-                    if (const auto store_now = c->lease_until_ns - ttl_ns(); due_ns > store_now + 1'000'000'000)
+                    if (const auto store_now = c->lease_until.count() - ttl_ns(); due_ns > store_now + 1'000'000'000)
                         // The store judges lateness, not earliness: say so.
                         emit(cron_event::error, s, c->fence, c->attempt,
                              "this instance's clock is " + std::to_string((due_ns - store_now) / 1'000'000) +
@@ -1154,7 +1154,7 @@ private:
                     settled = granted(s, *c, going, latest, runs_going, steps);
                     if (!settled) {
                         going = true;
-                        going_since = std::min(going_since, c->lease_until_ns - ttl_ns());
+                        going_since = std::min(going_since, c->lease_until.count() - ttl_ns());
                     }
                     break;
                 }
@@ -1191,7 +1191,7 @@ private:
                     (void)run_ledger_.complete(old, again->fence, std::string(detail::cron_replaced) + s.to_string());
             }
         }
-        return !start(s, c.fence, c.attempt, c.lease_until_ns - ttl_ns());
+        return !start(s, c.fence, c.attempt, c.lease_until.count() - ttl_ns());
     }
 
     std::int64_t ttl_ns() const noexcept { return static_cast<std::int64_t>(opt_.lease_ttl.count()) * 1'000'000; }
@@ -1244,7 +1244,7 @@ private:
         case claim_outcome::in_progress:
             going = true;  // a long run past its window
             runs_going.emplace_back(s, c->fence);
-            going_since = std::min(going_since, *r ? (*r)->started_ns : std::numeric_limits<std::int64_t>::min());
+            going_since = std::min(going_since, *r ? (*r)->started.count() : std::numeric_limits<std::int64_t>::min());
             return false;
         case claim_outcome::expired:
             emit(cron_event::missed, s, 0, 0, "older than the record window: not recorded");

@@ -166,7 +166,7 @@ private:
 ///   otherwise (new, failed, or its holder's lease ended) it grants a claim:
 ///   fence = previous fence + 1 (fences of a slot only grow, also across
 ///   restarts and pruning of other records), attempt + 1, holder, lease end
-///   (now + lease_ttl_ns), started time (now).
+///   (now + lease_ttl), started time (now).
 /// - ledger_heartbeat(key, fence, ttl_ns) / ledger_complete(key, fence,
 ///   result, retain_until_ns) / ledger_fail(key, fence, reason) with a fence
 ///   that is not the record's current fence, or on a record not running, are
@@ -365,9 +365,9 @@ private:
     // Durations are bounded by the constructor, so this cannot overflow.
     static std::int64_t ns(std::chrono::milliseconds d) { return d.count() * 1'000'000; }
     ledger_claim_request request(const slot& s, std::string_view worker, std::string_view hash) const {
-        return ledger_claim_request{s.to_string(), s.scheduled().time_since_epoch().count(), s.schedule_version(),
+        return ledger_claim_request{s.to_string(), s.scheduled().time_since_epoch(), s.schedule_version(),
                                     worker,        hash,
-                                    ns(opt_.lease_ttl), opt_.replay_window.count()};
+                                    opt_.lease_ttl, opt_.replay_window};
     }
     static std::string payload_hash(std::string_view payload) {
         static const std::string empty = detail::sha256_hex({});

@@ -8,10 +8,14 @@
 //   etcd://HOST:PORT[,HOST:PORT...]             coord::etcd::store
 //   zookeeper://HOST:PORT[,HOST:PORT...][/ROOT] coord::zookeeper::store
 //
+// Options of the store after a '?' (open_store below lists them):
+//   redis://127.0.0.1:6379/0?prefix=billing&pool=8
+//
 // with_store(url, f) opens the store the URL names and calls f(store) with
 // the concrete store type, so everything after it is as fast as naming the
 // type (no virtual calls): write f as a generic lambda, or give it an
-// overload per store type. An engine is known here when its CMake target is
+// overload per store type. open_store<Store>(url) opens a URL of one known
+// type (the URL must be of that engine). An engine is known here when its CMake target is
 // linked (coord::sqlite, coord::postgres, coord::redis, coord::etcd,
 // coord::zookeeper define COORD_HAS_<ENGINE>), or when the program defines
 // that macro and includes the engine's dependencies itself.
@@ -24,10 +28,15 @@
 // options, std::runtime_error for a store that cannot be opened).
 #pragma once
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "coord/detail/text.hpp"
@@ -103,63 +112,207 @@ inline std::string url_for_message(std::string_view u) {
 }
 }  // namespace detail
 
-/// Opens the store `url` names and returns f(store). Throws bad_store_url
-/// for a URL that names no store or is malformed (nothing was opened).
-template <class F>
-decltype(auto) with_store(std::string_view url, F&& f, const open_options& o = {}) {
+namespace detail {
+
+template <class>
+inline constexpr bool unknown_store = false;
+
+// A URL split at its first '?': the store's part and its options.
+struct url_parts {
+    std::string store;
+    std::string_view query;
+};
+inline url_parts split_query(const std::string& u) {
+    const auto q = u.find('?');
+    if (q == std::string::npos) return {u, {}};
+    return {u.substr(0, q), std::string_view(u).substr(q + 1)};
+}
+
+// Applies NAME=VALUE[&NAME=VALUE...]: set(name, value) returns why the
+// option is refused (an unknown name, a bad value), or nullopt when taken.
+template <class Set, class Malformed>
+void apply_url_options(std::string_view query, Set&& set, const Malformed& malformed) {
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const auto item = query.substr(0, amp);
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos || eq == 0)
+            throw malformed("option '" + printable(item) + "' is not NAME=VALUE");
+        if (auto why = set(item.substr(0, eq), item.substr(eq + 1))) throw malformed(*why);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    }
+}
+
+// A whole number lo..hi written in decimal, or nullopt.
+inline std::optional<std::uint64_t> url_number(std::string_view v, std::uint64_t lo, std::uint64_t hi) {
+    std::uint64_t n = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (v.empty() || ec != std::errc{} || p != v.data() + v.size() || n < lo || n > hi) return std::nullopt;
+    return n;
+}
+
+inline std::string unknown_url_option(std::string_view name, const char* known) {
+    return "unknown option '" + printable(name) + "' (known: " + known + ")";
+}
+
+}  // namespace detail
+
+/// Opens the store `url` names as the type Store, for code that knows its
+/// engine when it is compiled (a service built for PostgreSQL, the benches):
+/// the URL must be Store's form. Store is file_store or an engine's store
+/// (coord::sqlite::store, coord::postgres::store, coord::redis::store,
+/// coord::etcd::store, coord::zookeeper::store). Options from the URL, after
+/// a '?' as NAME=VALUE joined by '&' (not for postgres:, whose conninfo is
+/// libpq's own):
+///
+///   file:PATH?fsync=on|off
+///   sqlite:PATH?sync=full|normal|off
+///   redis://...?prefix=P&pool=N        (N connections, 1 to 1024)
+///   etcd://...?prefix=P&pool=N
+///   zookeeper://...?session_timeout=MS
+///
+/// Throws bad_store_url for a URL of another form, a malformed one or an
+/// unknown option (nothing was opened); the store's constructor throws what
+/// it throws.
+template <class Store>
+Store open_store(std::string_view url, const open_options& o = {}) {
     const bool timed = o.timeout.count() > 0;
     const std::string u(url);
     [[maybe_unused]] auto malformed = [&](const std::string& why) {
         return bad_store_url("store URL '" + detail::url_for_message(u) + "': " + why);
     };
-    if (u.rfind("file:", 0) == 0 && u.size() > 5) {
+    [[maybe_unused]] auto form = [&](const char* scheme, const char* shape) {
+        if (u.rfind(scheme, 0) != 0) throw malformed(std::string("this store's URL is ") + shape);
+    };
+    [[maybe_unused]] const auto parts = detail::split_query(u);
+    if constexpr (std::is_same_v<Store, file_store>) {
+        form("file:", "file:PATH");
         file_store_options fo;
         if (timed) fo.lock_timeout = o.timeout;
-        file_store store(u.substr(5), {}, fo);
+        detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
+            if (n != "fsync") return detail::unknown_url_option(n, "fsync");
+            if (v != "on" && v != "off") return std::string("fsync is on or off");
+            fo.fsync = v == "on";
+            return std::nullopt;
+        }, malformed);
+        if (parts.store.size() <= 5) throw malformed("file:PATH needs a path");
+        return file_store(parts.store.substr(5), {}, fo);
+    }
+#if defined(COORD_HAS_SQLITE)
+    else if constexpr (std::is_same_v<Store, sqlite::store>) {
+        form("sqlite:", "sqlite:PATH");
+        sqlite::options so;
+        if (timed) so.busy_timeout = o.timeout;
+        detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
+            if (n != "sync") return detail::unknown_url_option(n, "sync");
+            if (v == "full") so.sync = sqlite::durability::full;
+            else if (v == "normal") so.sync = sqlite::durability::normal;
+            else if (v == "off") so.sync = sqlite::durability::off;
+            else return std::string("sync is full, normal or off");
+            return std::nullopt;
+        }, malformed);
+        if (parts.store.size() <= 7) throw malformed("sqlite:PATH needs a path");
+        return sqlite::store(parts.store.substr(7), {}, so);
+    }
+#endif
+#if defined(COORD_HAS_POSTGRES)
+    else if constexpr (std::is_same_v<Store, postgres::store>) {
+        form("postgres:", "postgres:CONNINFO");
+        const auto conninfo = u.substr(9);
+        if (auto why = postgres::conninfo_error(conninfo)) throw malformed(detail::printable(*why));
+        postgres::options po;
+        if (timed) po.operation_timeout = po.connect_timeout = o.timeout;
+        return postgres::store(conninfo, {}, po);
+    }
+#endif
+#if defined(COORD_HAS_REDIS)
+    else if constexpr (std::is_same_v<Store, redis::store>) {
+        form("redis://", "redis://HOST:PORT[/DB]");
+        if (auto a = redis::parse_url(parts.store); !a) throw malformed(a.error());
+        redis::options ro;
+        if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
+        detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
+            if (n == "prefix") ro.prefix = std::string(v);
+            else if (n != "pool") return detail::unknown_url_option(n, "prefix, pool");
+            else if (auto k = detail::url_number(v, 1, 1024)) ro.pool_size = *k;
+            else return std::string("pool is 1 to 1024 connections");
+            return std::nullopt;
+        }, malformed);
+        return redis::store(parts.store, {}, ro);
+    }
+#endif
+#if defined(COORD_HAS_ETCD)
+    else if constexpr (std::is_same_v<Store, etcd::store>) {
+        form("etcd://", "etcd://HOST:PORT[,HOST:PORT...]");
+        if (auto a = etcd::parse_url(parts.store); !a) throw malformed(a.error());
+        etcd::options eo;
+        if (timed) eo.operation_timeout = eo.connect_timeout = o.timeout;
+        detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
+            if (n == "prefix") eo.prefix = std::string(v);
+            else if (n != "pool") return detail::unknown_url_option(n, "prefix, pool");
+            else if (auto k = detail::url_number(v, 1, 1024)) eo.pool_size = *k;
+            else return std::string("pool is 1 to 1024 connections");
+            return std::nullopt;
+        }, malformed);
+        return etcd::store(parts.store, {}, eo);
+    }
+#endif
+#if defined(COORD_HAS_ZOOKEEPER)
+    else if constexpr (std::is_same_v<Store, zookeeper::store>) {
+        form("zookeeper://", "zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]");
+        if (auto a = zookeeper::parse_url(parts.store); !a) throw malformed(a.error());
+        zookeeper::options zo;
+        if (timed) zo.operation_timeout = zo.connect_timeout = o.timeout;
+        detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
+            if (n != "session_timeout") return detail::unknown_url_option(n, "session_timeout");
+            if (auto ms = detail::url_number(v, 1, 86'400'000)) zo.session_timeout = std::chrono::milliseconds(*ms);
+            else return std::string("session_timeout is 1 to 86400000 milliseconds");
+            return std::nullopt;
+        }, malformed);
+        return zookeeper::store(parts.store, {}, zo);
+    }
+#endif
+    else {
+        static_assert(detail::unknown_store<Store>, "open_store: Store is not a store open.hpp knows (or its engine's target is not linked)");
+    }
+}
+
+/// Opens the store `url` names and returns f(store). Throws bad_store_url
+/// for a URL that names no store or is malformed (nothing was opened).
+template <class F>
+decltype(auto) with_store(std::string_view url, F&& f, const open_options& o = {}) {
+    const std::string u(url);
+    if (u.rfind("file:", 0) == 0 && u.size() > 5) {
+        auto store = open_store<file_store>(u, o);
         return std::forward<F>(f)(store);
     }
 #if defined(COORD_HAS_SQLITE)
     if (u.rfind("sqlite:", 0) == 0 && u.size() > 7) {
-        sqlite::options so;
-        if (timed) so.busy_timeout = o.timeout;
-        sqlite::store store(u.substr(7), {}, so);
+        auto store = open_store<sqlite::store>(u, o);
         return std::forward<F>(f)(store);
     }
 #endif
 #if defined(COORD_HAS_POSTGRES)
     if (u.rfind("postgres:", 0) == 0) {
-        const auto conninfo = u.substr(9);
-        if (auto why = postgres::conninfo_error(conninfo)) throw malformed(detail::printable(*why));
-        postgres::options po;
-        if (timed) po.operation_timeout = po.connect_timeout = o.timeout;
-        postgres::store store(conninfo, {}, po);
+        auto store = open_store<postgres::store>(u, o);
         return std::forward<F>(f)(store);
     }
 #endif
 #if defined(COORD_HAS_REDIS)
     if (u.rfind("redis://", 0) == 0) {
-        if (auto a = redis::parse_url(u); !a) throw malformed(a.error());
-        redis::options ro;
-        if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
-        redis::store store(u, {}, ro);
+        auto store = open_store<redis::store>(u, o);
         return std::forward<F>(f)(store);
     }
 #endif
 #if defined(COORD_HAS_ETCD)
     if (u.rfind("etcd://", 0) == 0) {
-        if (auto a = etcd::parse_url(u); !a) throw malformed(a.error());
-        etcd::options eo;
-        if (timed) eo.operation_timeout = eo.connect_timeout = o.timeout;
-        etcd::store store(u, {}, eo);
+        auto store = open_store<etcd::store>(u, o);
         return std::forward<F>(f)(store);
     }
 #endif
 #if defined(COORD_HAS_ZOOKEEPER)
     if (u.rfind("zookeeper://", 0) == 0) {
-        if (auto a = zookeeper::parse_url(u); !a) throw malformed(a.error());
-        zookeeper::options zo;
-        if (timed) zo.operation_timeout = zo.connect_timeout = o.timeout;
-        zookeeper::store store(u, {}, zo);
+        auto store = open_store<zookeeper::store>(u, o);
         return std::forward<F>(f)(store);
     }
 #endif

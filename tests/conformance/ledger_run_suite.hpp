@@ -44,7 +44,7 @@ TYPED_TEST_P(LedgerRunConformance, EffectAndDoneMarkerAreOneStep) {
     ASSERT_TRUE(rec);
     EXPECT_EQ(rec->state, coord::ledger_record::state_t::done);
     EXPECT_EQ(rec->result, "fence 1");
-    EXPECT_EQ(rec->completed_ns, coord::since_epoch_ns(this->clock.now()));
+    EXPECT_EQ(rec->completed.count(), coord::since_epoch_ns(this->clock.now()));
     auto again = this->ledger.run(this->billing, "B", "p", [&](const coord::ledger_context&) {
         ++effects;
         return std::string("again");

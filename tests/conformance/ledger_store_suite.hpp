@@ -79,7 +79,7 @@ TYPED_TEST_P(LedgerStoreConformance, InProgressUntilTheLeaseEndsAndHeartbeatExte
     ASSERT_TRUE(b);
     EXPECT_EQ(b->kind, coord::claim_outcome::in_progress);
     EXPECT_EQ(b->holder, "A");
-    EXPECT_EQ(b->lease_until_ns, a->lease_until_ns);
+    EXPECT_EQ(b->lease_until.count(), a->lease_until.count());
     this->clock.advance(std::chrono::seconds{50});
     ASSERT_TRUE(l.heartbeat(this->billing, a->fence));
     this->clock.advance(std::chrono::seconds{50});  // 100 s after the claim, 50 s after the heartbeat
@@ -120,8 +120,8 @@ TYPED_TEST_P(LedgerStoreConformance, ScheduledAndStartedTimesAreKeptApart) {
     auto rec = *this->ledger.read(this->billing);
     ASSERT_TRUE(rec);
     EXPECT_EQ(rec->key, "billing@2026-10-13T09:00:00Z");
-    EXPECT_EQ(rec->scheduled_ms, coord::unix_millis(coord::manual_clock::time_point{coord::test::test_epoch()}));
-    EXPECT_EQ(rec->started_ns, coord::since_epoch_ns(this->clock.now()));
+    EXPECT_EQ(rec->scheduled.count(), coord::unix_millis(coord::manual_clock::time_point{coord::test::test_epoch()}));
+    EXPECT_EQ(rec->started.count(), coord::since_epoch_ns(this->clock.now()));
 }
 
 TYPED_TEST_P(LedgerStoreConformance, OldSlotsExpireAndDoneRecordsArePrunedAfterRetention) {
@@ -151,10 +151,10 @@ TYPED_TEST_P(LedgerStoreConformance, EveryTimeIsTheStoresClock) {
     auto a = l.claim(this->billing, "A");
     ASSERT_TRUE(a);
     ASSERT_EQ(a->kind, coord::claim_outcome::granted);
-    EXPECT_EQ(a->lease_until_ns, coord::since_epoch_ns(this->clock.now()) + minute);
+    EXPECT_EQ(a->lease_until.count(), coord::since_epoch_ns(this->clock.now()) + minute);
     this->clock.advance(40s);
     ASSERT_TRUE(l.heartbeat(this->billing, a->fence));
-    EXPECT_EQ((*l.read(this->billing))->lease_until_ns, coord::since_epoch_ns(this->clock.now()) + minute);
+    EXPECT_EQ((*l.read(this->billing))->lease_until.count(), coord::since_epoch_ns(this->clock.now()) + minute);
     // A second ledger object (another worker) with a far shorter lease: the
     // stored term still decides.
     auto o = TestFixture::options();
@@ -175,7 +175,7 @@ TYPED_TEST_P(LedgerStoreConformance, EveryTimeIsTheStoresClock) {
     auto c = *l.read(day_old);
     ASSERT_TRUE(c);
     ASSERT_TRUE(l.complete(day_old, c->fence, "late but inside the window"));
-    EXPECT_EQ((*l.read(day_old))->completed_ns, coord::since_epoch_ns(this->clock.now()));
+    EXPECT_EQ((*l.read(day_old))->completed.count(), coord::since_epoch_ns(this->clock.now()));
 }
 
 TYPED_TEST_P(LedgerStoreConformance, AnotherHandleSeesTheSameRecords) {

@@ -97,7 +97,17 @@ TEST(Redis, AStoreUrlOpensTheRedisStoreAndAMalformedOneIsBadInput) {
         }
     });
     EXPECT_GT(token, 0u);
-    for (const char* url : {"redis://127.0.0.1:1:2", "redis://127.0.0.1:99999", "redis://h%41:1", "redis://127.0.0.1:1/notadb"}) {
+    // Options from the URL: two prefixes are two key spaces on one server.
+    const std::string name = "open-prefix-" + std::to_string(::getpid());
+    auto a = coord::open_store<coord::redis::store>(coord::test::redis_url() + "?prefix=open-a&pool=2");
+    auto a_again = coord::open_store<coord::redis::store>(coord::test::redis_url() + "?pool=1&prefix=open-a");
+    auto b = coord::open_store<coord::redis::store>(coord::test::redis_url() + "?prefix=open-b");
+    EXPECT_EQ(a.opts().pool_size, 2u);
+    EXPECT_TRUE(a.lease_acquire(name, "x", std::chrono::seconds{10}));
+    EXPECT_EQ(a_again.lease_acquire(name, "y", std::chrono::seconds{10}).error().code, coord::errc::lease_held);
+    EXPECT_TRUE(b.lease_acquire(name, "y", std::chrono::seconds{10}));
+    for (const char* url : {"redis://127.0.0.1:1:2", "redis://127.0.0.1:99999", "redis://h%41:1", "redis://127.0.0.1:1/notadb",
+                            "redis://127.0.0.1:1?pool=0", "redis://127.0.0.1:1?db=1"}) {
         try {
             coord::with_store(url, [](auto&) { return 0; });
             ADD_FAILURE() << url << " opened";
@@ -526,8 +536,8 @@ TEST(Redis, AStoreNotInitializedRefusesWhatNeedsItsDataAndServesLeasesAndSession
     coord::ledger_claim_request q;
     q.key = "job@x";
     q.worker = "w";
-    q.lease_ttl_ns = 1'000'000'000;
-    q.replay_window_ms = std::numeric_limits<std::int64_t>::max();
+    q.lease_ttl = std::chrono::nanoseconds(1'000'000'000);
+    q.replay_window = std::chrono::milliseconds(std::numeric_limits<std::int64_t>::max());
     EXPECT_EQ(store.ledger_claim(q).error(), coord::errc::store_uninitialized);
     EXPECT_TRUE(store.lease_acquire("n", "A", 1h));
     EXPECT_TRUE(store.session_create("h", {.user = "u", .data = "d", .idle_timeout_ms = 1000, .absolute_timeout_ms = 2000}));

@@ -20,13 +20,14 @@
 #include <vector>
 
 #include "coord/fence.hpp"
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 
 namespace coord::postgres {
 
+template <class Clock>
 class fence_adapter {
 public:
-    explicit fence_adapter(pool& p) noexcept : pool_(p) {}
+    explicit fence_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()) {}
 
     /// Refusals: stale_fence, stale_sequence (with the highest token);
     /// errc::outcome_unknown when no answer came after sending.

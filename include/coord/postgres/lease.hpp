@@ -20,14 +20,15 @@
 #include "coord/detail/lease_poll.hpp"
 #include "coord/detail/sha256.hpp"
 #include "coord/lease.hpp"
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 
 namespace coord::postgres {
 
 template <class Clock>
 class lease_adapter {
 public:
-    lease_adapter(pool& p, pool& listeners, const Clock& clock) noexcept : pool_(p), listeners_(listeners), clock_(clock) {}
+    explicit lease_adapter(detail::context<Clock>& ctx) noexcept
+        : pool_(ctx.calls()), listeners_(ctx.listeners()), clock_(ctx.clock()) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {

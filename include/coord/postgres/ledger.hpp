@@ -22,14 +22,14 @@
 
 #include "coord/detail/text.hpp"
 #include "coord/job_ledger.hpp"
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 
 namespace coord::postgres {
 
 template <class Clock>
 class ledger_adapter {
 public:
-    ledger_adapter(pool& p, const Clock& clock) noexcept : pool_(p), clock_(clock) {}
+    explicit ledger_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()), clock_(ctx.clock()) {}
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         pool::call c(pool_);
@@ -74,7 +74,7 @@ public:
         if (r->rows() == 0) return std::optional<ledger_record>{};
         ledger_record rec;
         rec.key = r->text(0, 0);
-        rec.scheduled_ms = r->i64(0, 1);
+        rec.scheduled = std::chrono::milliseconds(r->i64(0, 1));
         rec.schedule_version = static_cast<std::uint32_t>(r->u64(0, 2));
         const auto state = r->i64(0, 3);
         rec.state = state == 2   ? ledger_record::state_t::done
@@ -83,10 +83,10 @@ public:
         rec.fence = r->u64(0, 4);
         rec.attempt = static_cast<std::uint32_t>(r->u64(0, 5));
         rec.holder = r->text(0, 6);
-        rec.lease_until_ns = r->i64(0, 7);
-        rec.started_ns = r->i64(0, 8);
-        rec.completed_ns = r->i64(0, 9);
-        rec.retain_until_ns = r->i64(0, 10);
+        rec.lease_until = std::chrono::nanoseconds(r->i64(0, 7));
+        rec.started = std::chrono::nanoseconds(r->i64(0, 8));
+        rec.completed = std::chrono::nanoseconds(r->i64(0, 9));
+        rec.retain_until = std::chrono::nanoseconds(r->i64(0, 10));
         rec.payload_hash = r->text(0, 11);
         rec.result = r->bytes(0, 12);
         rec.fail_reason = r->text(0, 13);
@@ -191,9 +191,9 @@ private:
 
     std::vector<detail::param_value> claim_params(const ledger_claim_request& q) const {
         using namespace detail;
-        return {param(q.key),          param(q.scheduled_ms), param(static_cast<std::int64_t>(q.schedule_version)),
-                param(q.worker),       param(q.payload_hash), param(q.lease_ttl_ns),
-                param(q.replay_window_ms), now_ns_param(clock_)};
+        return {param(q.key),          param(q.scheduled.count()), param(static_cast<std::int64_t>(q.schedule_version)),
+                param(q.worker),       param(q.payload_hash), param(q.lease_ttl.count()),
+                param(q.replay_window.count()), now_ns_param(clock_)};
     }
 
     static result<claim_outcome> claim_answer(const detail::answer& r) {
@@ -208,7 +208,7 @@ private:
         out.fence = r.u64(0, 1);
         out.attempt = static_cast<std::uint32_t>(r.u64(0, 2));
         out.holder = r.text(0, 3);
-        out.lease_until_ns = r.i64(0, 4);
+        out.lease_until = std::chrono::nanoseconds(r.i64(0, 4));
         out.result = r.bytes(0, 5);
         return out;
     }

@@ -10,14 +10,15 @@
 #include <cstdint>
 #include <string_view>
 
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 #include "coord/reservation.hpp"
 
 namespace coord::postgres {
 
+template <class Clock>
 class reservation_adapter {
 public:
-    explicit reservation_adapter(pool& p) noexcept : pool_(p) {}
+    explicit reservation_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()) {}
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         using namespace detail;

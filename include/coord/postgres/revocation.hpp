@@ -11,14 +11,15 @@
 #include <optional>
 #include <string_view>
 
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 #include "coord/session.hpp"
 
 namespace coord::postgres {
 
+template <class Clock>
 class revocation_adapter {
 public:
-    explicit revocation_adapter(pool& p) noexcept : pool_(p) {}
+    explicit revocation_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()) {}
 
     result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
         using namespace detail;

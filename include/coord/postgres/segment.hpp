@@ -9,14 +9,15 @@
 #include <cstdint>
 #include <string_view>
 
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 #include "coord/segment.hpp"
 
 namespace coord::postgres {
 
+template <class Clock>
 class segment_adapter {
 public:
-    explicit segment_adapter(pool& p) noexcept : pool_(p) {}
+    explicit segment_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()) {}
 
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         using namespace detail;

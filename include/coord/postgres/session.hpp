@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 #include "coord/session.hpp"
 
 namespace coord::postgres {
@@ -21,7 +21,7 @@ namespace coord::postgres {
 template <class Clock>
 class session_adapter {
 public:
-    session_adapter(pool& p, const Clock& clock) noexcept : pool_(p), clock_(clock) {}
+    explicit session_adapter(detail::context<Clock>& ctx) noexcept : pool_(ctx.calls()), clock_(ctx.clock()) {}
 
     result<session_record> session_create(std::string_view hash, const session_request& req) {
         using namespace detail;

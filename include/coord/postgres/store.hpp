@@ -5,6 +5,7 @@
 //
 // The engine in layers, one header each:
 //   connection.hpp   errors, options, the pool, every call under a deadline
+//   context.hpp      the pools and the clock every adapter works through
 //   schema.hpp       numbered migrations, applied when the store opens
 //   fence.hpp lease.hpp reservation.hpp segment.hpp ledger.hpp session.hpp
 //   revocation.hpp   one adapter per capability; each header says how many
@@ -37,6 +38,7 @@
 
 #include "coord/detail/store_aliases.hpp"
 #include "coord/postgres/connection.hpp"
+#include "coord/postgres/context.hpp"
 #include "coord/postgres/fence.hpp"
 #include "coord/postgres/lease.hpp"
 #include "coord/postgres/ledger.hpp"
@@ -48,37 +50,19 @@
 
 namespace coord::postgres {
 
-namespace detail {
-// The pool and the clock, built before the adapters that refer to them.
-template <class Clock>
-struct store_base {
-    store_base(std::string conninfo, Clock clock, options opts)
-        : pool_(conninfo, opts), listeners_(std::move(conninfo), listener_options(opts)), clock_(std::move(clock)) {}
-    // Waiting acquires hold a connection for their wait: a pool of their own,
-    // opened as waits need them, so that waiters never starve the calls.
-    static options listener_options(options o) {
-        o.pool_size = 64;
-        return o;
-    }
-    pool pool_;
-    pool listeners_;
-    Clock clock_;
-};
-}  // namespace detail
-
 /// PostgreSQL as every store concept of coord. Clock: server_clock
 /// (production: every expiry judged on the server's clock) or a unix_clock
 /// whose readings are sent (tests).
 template <class Clock = server_clock>
-class basic_store : private detail::store_base<Clock>,
-                    public fence_adapter,
+class basic_store : private detail::context<Clock>,
+                    public fence_adapter<Clock>,
                     public lease_adapter<Clock>,
-                    public reservation_adapter,
-                    public segment_adapter,
+                    public reservation_adapter<Clock>,
+                    public segment_adapter<Clock>,
                     public ledger_adapter<Clock>,
                     public session_adapter<Clock>,
-                    public revocation_adapter {
-    using base = detail::store_base<Clock>;
+                    public revocation_adapter<Clock> {
+    using base = detail::context<Clock>;
 
 public:
     /// Connects and brings the schema to this library's version. Throws
@@ -87,14 +71,14 @@ public:
     /// when connecting or the schema fails.
     explicit basic_store(std::string conninfo, Clock clock = Clock{}, options opts = {})
         : base(std::move(conninfo), std::move(clock), opts),
-          fence_adapter(base::pool_),
-          lease_adapter<Clock>(base::pool_, base::listeners_, base::clock_),
-          reservation_adapter(base::pool_),
-          segment_adapter(base::pool_),
-          ledger_adapter<Clock>(base::pool_, base::clock_),
-          session_adapter<Clock>(base::pool_, base::clock_),
-          revocation_adapter(base::pool_) {
-        pool::call c(base::pool_);
+          fence_adapter<Clock>(engine()),
+          lease_adapter<Clock>(engine()),
+          reservation_adapter<Clock>(engine()),
+          segment_adapter<Clock>(engine()),
+          ledger_adapter<Clock>(engine()),
+          session_adapter<Clock>(engine()),
+          revocation_adapter<Clock>(engine()) {
+        pool::call c(base::calls());
         if (auto m = migrate(c); !m) throw store_error(m.error(), "coord: PostgreSQL schema: " + m.error().detail());
     }
     basic_store(const basic_store&) = delete;
@@ -102,7 +86,7 @@ public:
 
     /// The schema version the database is at (after the constructor: schema_version()).
     result<int> database_schema_version() {
-        pool::call c(base::pool_);
+        pool::call c(base::calls());
         auto r = c.exec("SELECT version FROM coord_schema WHERE id = 1", {}, false);
         if (!r) return unexpected(r.error());
         if (r->rows() != 1) return unexpected(make_error_code(errc::bad_answer));
@@ -112,15 +96,18 @@ public:
     /// The server's clock now, in nanoseconds since the Unix epoch (for tests
     /// and diagnostics).
     result<std::int64_t> server_now_ns() {
-        pool::call c(base::pool_);
+        pool::call c(base::calls());
         auto r = c.exec("SELECT coord_now_ns()", {}, false);
         if (!r) return unexpected(r.error());
         if (r->rows() != 1) return unexpected(make_error_code(errc::bad_answer));
         return r->i64(0, 0);
     }
 
-    const std::string& conninfo() const noexcept { return base::pool_.conninfo(); }
-    const options& opts() const noexcept { return base::pool_.opts(); }
+    const std::string& conninfo() const noexcept { return base::calls().conninfo(); }
+    const options& opts() const noexcept { return base::calls().opts(); }
+
+private:
+    base& engine() noexcept { return *this; }
 };
 
 /// The everyday PostgreSQL store: every expiry judged on the server's clock.

@@ -32,10 +32,10 @@ public:
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         pool::call c(ctx_.calls());
         auto r = ctx_.checked(c, scripts::ledger_claim, {slot_key(q.key)},
-                              {ctx_.now(), std::string(q.key), std::to_string(q.scheduled_ms),
+                              {ctx_.now(), std::string(q.key), std::to_string(q.scheduled.count()),
                                std::to_string(q.schedule_version), std::string(q.worker), std::string(q.payload_hash),
-                               detail::ns_arg(q.lease_ttl_ns),
-                               std::to_string(coord::detail::add_saturated(q.scheduled_ms, q.replay_window_ms))},
+                               detail::ns_arg(q.lease_ttl.count()),
+                               std::to_string(coord::detail::add_saturated(q.scheduled.count(), q.replay_window.count()))},
                               true, true);
         if (!r) return unexpected(r.error());
         const redisReply* a = r->get();
@@ -50,7 +50,7 @@ public:
         out.fence = *fence;
         out.attempt = static_cast<std::uint32_t>(*attempt);
         out.holder = std::string(detail::element(a, 3));
-        out.lease_until_ns = *until;
+        out.lease_until = std::chrono::nanoseconds(*until);
         out.result = std::string(detail::element(a, 5));
         return out;
     }
@@ -88,7 +88,7 @@ public:
         auto num = [&](std::size_t i) { return detail::i64_of(detail::element(a, i)).value_or(0); };
         ledger_record rec;
         rec.key = std::string(detail::element(a, 1));
-        rec.scheduled_ms = num(2);
+        rec.scheduled = std::chrono::milliseconds(num(2));
         rec.schedule_version = static_cast<std::uint32_t>(num(3));
         const auto state = num(4);
         rec.state = state == 2   ? ledger_record::state_t::done
@@ -97,10 +97,10 @@ public:
         rec.fence = detail::u64_of(detail::element(a, 5)).value_or(0);
         rec.attempt = static_cast<std::uint32_t>(num(6));
         rec.holder = std::string(detail::element(a, 7));
-        rec.lease_until_ns = num(8);
-        rec.started_ns = num(9);
-        rec.completed_ns = num(10);
-        rec.retain_until_ns = num(11);
+        rec.lease_until = std::chrono::nanoseconds(num(8));
+        rec.started = std::chrono::nanoseconds(num(9));
+        rec.completed = std::chrono::nanoseconds(num(10));
+        rec.retain_until = std::chrono::nanoseconds(num(11));
         rec.payload_hash = std::string(detail::element(a, 12));
         rec.result = std::string(detail::element(a, 13));
         rec.fail_reason = std::string(detail::element(a, 14));

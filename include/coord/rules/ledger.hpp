@@ -7,6 +7,7 @@
 // (coord/job_ledger.hpp) for its store concept and class template.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -23,17 +24,17 @@ namespace coord {
 struct ledger_record {
     enum class state_t { idle, running, done };
     std::string key;  ///< the slot's canonical text
-    std::int64_t scheduled_ms = 0;
+    std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
     std::uint32_t schedule_version = 0;
     state_t state = state_t::idle;
     fence_token fence = 0;       ///< the last claim's fence token
     std::uint32_t attempt = 0;   ///< how many claims were granted
     std::string holder;          ///< the worker of the last claim
-    // Times below are Unix nanoseconds on the store's clock.
-    std::int64_t lease_until_ns = 0;
-    std::int64_t started_ns = 0;    ///< when the last attempt actually started (not the scheduled time)
-    std::int64_t completed_ns = 0;
-    std::int64_t retain_until_ns = 0;  ///< scheduled time + retention (saturated at the int64 range)
+    // Times below are since the Unix epoch on the store's clock.
+    std::chrono::nanoseconds lease_until{0};
+    std::chrono::nanoseconds started{0};       ///< when the last attempt actually started (not the scheduled time)
+    std::chrono::nanoseconds completed{0};
+    std::chrono::nanoseconds retain_until{0};  ///< scheduled time + retention (saturated at the int64 range)
     std::string payload_hash;
     std::string result;          ///< the done attempt's result
     std::string fail_reason;     ///< the last failed attempt's reason
@@ -44,26 +45,26 @@ struct claim_outcome {
     enum kind_t {
         granted,           ///< you may execute: fence and attempt are yours
         replayed,          ///< already done: result holds the stored result
-        in_progress,       ///< another holder runs it until lease_until_ns
+        in_progress,       ///< another holder runs it until lease_until
         payload_mismatch,  ///< the slot was claimed with a different payload
         expired,           ///< the slot is older than the replay window
     } kind = granted;
     fence_token fence = 0;
     std::uint32_t attempt = 0;
     std::string holder;
-    std::int64_t lease_until_ns = 0;  ///< Unix ns on the store's clock
+    std::chrono::nanoseconds lease_until{0};  ///< since the Unix epoch on the store's clock
     std::string result;
 };
 
 /// What a claim asks the store for.
 struct ledger_claim_request {
     std::string_view key;  ///< the slot's canonical text
-    std::int64_t scheduled_ms = 0;
+    std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
     std::uint32_t schedule_version = 0;
     std::string_view worker;
     std::string_view payload_hash;
-    std::int64_t lease_ttl_ns = 0;      ///< the execution lease's length if granted, from the store's now
-    std::int64_t replay_window_ms = 0;  ///< a slot scheduled longer ago than this (store's now) is expired
+    std::chrono::nanoseconds lease_ttl{0};       ///< the execution lease's length if granted, from the store's now
+    std::chrono::milliseconds replay_window{0};  ///< a slot scheduled longer ago than this (store's now) is expired
 };
 
 namespace detail {
@@ -75,7 +76,7 @@ struct ledger_rule {
     /// (computed in milliseconds, saturated: no accepted input overflows).
     static bool too_old(const ledger_claim_request& q, std::int64_t now_ns) noexcept {
         const std::int64_t now_ms = now_ns / 1'000'000 - (now_ns % 1'000'000 < 0 ? 1 : 0);  // floor
-        return add_saturated(q.scheduled_ms, q.replay_window_ms) < now_ms;
+        return add_saturated(q.scheduled.count(), q.replay_window.count()) < now_ms;
     }
     static claim_outcome expired() noexcept {
         claim_outcome out;
@@ -98,29 +99,29 @@ struct ledger_rule {
             out.attempt = r.attempt;
             return out;
         }
-        if (r.state == ledger_record::state_t::running && now_ns < r.lease_until_ns) {
+        if (r.state == ledger_record::state_t::running && now_ns < r.lease_until.count()) {
             out.kind = claim_outcome::in_progress;
             out.holder = r.holder;
-            out.lease_until_ns = r.lease_until_ns;
+            out.lease_until = r.lease_until;
             out.fence = r.fence;
             out.attempt = r.attempt;
             return out;
         }
         r.key = std::string(q.key);
-        r.scheduled_ms = q.scheduled_ms;
+        r.scheduled = q.scheduled;
         r.schedule_version = q.schedule_version;
         r.payload_hash = std::string(q.payload_hash);
         r.state = ledger_record::state_t::running;
         r.fence += 1;
         r.attempt += 1;
         r.holder = std::string(q.worker);
-        r.lease_until_ns = add_saturated(now_ns, q.lease_ttl_ns);
-        r.started_ns = now_ns;
+        r.lease_until = std::chrono::nanoseconds(add_saturated(now_ns, q.lease_ttl.count()));
+        r.started = std::chrono::nanoseconds(now_ns);
         out.kind = claim_outcome::granted;
         out.fence = r.fence;
         out.attempt = r.attempt;
         out.holder = r.holder;
-        out.lease_until_ns = r.lease_until_ns;
+        out.lease_until = r.lease_until;
         return out;
     }
 
@@ -130,7 +131,7 @@ struct ledger_rule {
 
     static result<void> heartbeat(ledger_record* r, fence_token fence, std::int64_t ttl_ns, std::int64_t now_ns) {
         if (!current(r, fence)) return unexpected(make_error_code(errc::stale_fence));
-        r->lease_until_ns = add_saturated(now_ns, ttl_ns);
+        r->lease_until = std::chrono::nanoseconds(add_saturated(now_ns, ttl_ns));
         return {};
     }
     static result<void> complete(ledger_record* r, fence_token fence, std::string_view result_text,
@@ -138,15 +139,15 @@ struct ledger_rule {
         if (!current(r, fence)) return unexpected(make_error_code(errc::stale_fence));
         r->state = ledger_record::state_t::done;
         r->result = std::string(result_text);
-        r->completed_ns = now;
-        r->retain_until_ns = retain_until;
+        r->completed = std::chrono::nanoseconds(now);
+        r->retain_until = std::chrono::nanoseconds(retain_until);
         return {};
     }
     static result<void> fail(ledger_record* r, fence_token fence, std::string_view reason) {
         if (!current(r, fence)) return unexpected(make_error_code(errc::stale_fence));
         r->state = ledger_record::state_t::idle;
         r->fail_reason = std::string(reason);
-        r->lease_until_ns = 0;
+        r->lease_until = std::chrono::nanoseconds{0};
         return {};
     }
     static result<fence_token> revoke(ledger_record* r, std::string_view reason) {
@@ -154,14 +155,14 @@ struct ledger_rule {
         r->fence += 1;
         r->state = ledger_record::state_t::idle;
         r->fail_reason = std::string(reason);
-        r->lease_until_ns = 0;
+        r->lease_until = std::chrono::nanoseconds{0};
         return r->fence;
     }
     /// Done and past retention at `now`; a saturated retention end (a slot
     /// after 2262) is never reached.
     static bool prunable(const ledger_record& r, std::int64_t now) {
-        return r.state == ledger_record::state_t::done && r.retain_until_ns <= now &&
-               r.retain_until_ns != std::numeric_limits<std::int64_t>::max();
+        return r.state == ledger_record::state_t::done && r.retain_until.count() <= now &&
+               r.retain_until.count() != std::numeric_limits<std::int64_t>::max();
     }
 };
 

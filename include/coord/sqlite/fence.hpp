@@ -16,13 +16,14 @@
 
 #include "coord/fence.hpp"
 #include "coord/rules/fence.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
+template <class Clock>
 class fence_adapter {
 public:
-    explicit fence_adapter(database& db) noexcept : db_(db) {}
+    explicit fence_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()) {}
 
     result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
         return apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });

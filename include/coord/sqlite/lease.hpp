@@ -20,14 +20,14 @@
 #include "coord/detail/lease_poll.hpp"
 #include "coord/lease.hpp"
 #include "coord/rules/lease.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
 template <class Clock>
 class lease_adapter {
 public:
-    lease_adapter(database& db, const Clock& clock) noexcept : db_(db), clock_(clock) {}
+    explicit lease_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()), clock_(ctx.clock()) {}
 
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {

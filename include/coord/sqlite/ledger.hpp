@@ -27,14 +27,14 @@
 #include "coord/clock.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/rules/ledger.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
 template <class Clock>
 class ledger_adapter {
 public:
-    ledger_adapter(database& db, const Clock& clock) noexcept : db_(db), clock_(clock) {}
+    explicit ledger_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()), clock_(ctx.clock()) {}
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         database::transaction t(db_, true);
@@ -182,17 +182,17 @@ private:
         if (!*row) return std::optional<ledger_record>{};
         ledger_record r;
         r.key.assign(key);
-        r.scheduled_ms = s.i64(0);
+        r.scheduled = std::chrono::milliseconds(s.i64(0));
         r.schedule_version = static_cast<std::uint32_t>(s.i64(1));
         const auto state = s.i64(2);
         r.state = state == 2 ? ledger_record::state_t::done : state == 1 ? ledger_record::state_t::running : ledger_record::state_t::idle;
         r.fence = s.u64(3);
         r.attempt = static_cast<std::uint32_t>(s.i64(4));
         r.holder = s.text(5);
-        r.lease_until_ns = s.i64(6);
-        r.started_ns = s.i64(7);
-        r.completed_ns = s.i64(8);
-        r.retain_until_ns = s.i64(9);
+        r.lease_until = std::chrono::nanoseconds(s.i64(6));
+        r.started = std::chrono::nanoseconds(s.i64(7));
+        r.completed = std::chrono::nanoseconds(s.i64(8));
+        r.retain_until = std::chrono::nanoseconds(s.i64(9));
         r.payload_hash = s.text(10);
         r.result = s.blob(11);
         r.fail_reason = s.blob(12);
@@ -211,16 +211,16 @@ private:
         if (!st) return unexpected(st.error());
         const std::int64_t state = r.state == ledger_record::state_t::done ? 2 : r.state == ledger_record::state_t::running ? 1 : 0;
         (*st)->bind(1, r.key)
-            .bind(2, r.scheduled_ms)
+            .bind(2, r.scheduled.count())
             .bind(3, std::int64_t{r.schedule_version})
             .bind(4, state)
             .bind(5, detail::as_i64(r.fence))
             .bind(6, std::int64_t{r.attempt})
             .bind(7, r.holder)
-            .bind(8, r.lease_until_ns)
-            .bind(9, r.started_ns)
-            .bind(10, r.completed_ns)
-            .bind(11, r.retain_until_ns)
+            .bind(8, r.lease_until.count())
+            .bind(9, r.started.count())
+            .bind(10, r.completed.count())
+            .bind(11, r.retain_until.count())
             .bind(12, r.payload_hash)
             .bind_blob(13, r.result)
             .bind_blob(14, r.fail_reason);

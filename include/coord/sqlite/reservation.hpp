@@ -11,13 +11,14 @@
 
 #include "coord/reservation.hpp"
 #include "coord/rules/reservation.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
+template <class Clock>
 class reservation_adapter {
 public:
-    explicit reservation_adapter(database& db) noexcept : db_(db) {}
+    explicit reservation_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()) {}
 
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         auto infra = [](coord::error e) { return result<std::int64_t, write_error>(unexpected(write_error{std::move(e), 0})); };

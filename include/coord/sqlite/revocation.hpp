@@ -13,13 +13,14 @@
 
 #include "coord/rules/revocation.hpp"
 #include "coord/session.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
+template <class Clock>
 class revocation_adapter {
 public:
-    explicit revocation_adapter(database& db) noexcept : db_(db) {}
+    explicit revocation_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()) {}
 
     result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
         return upsert("INSERT INTO coord_denied_token VALUES (?1, ?2) ON CONFLICT (jti) DO UPDATE "

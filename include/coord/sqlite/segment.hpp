@@ -11,13 +11,14 @@
 
 #include "coord/rules/segment.hpp"
 #include "coord/segment.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
+template <class Clock>
 class segment_adapter {
 public:
-    explicit segment_adapter(database& db) noexcept : db_(db) {}
+    explicit segment_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()) {}
 
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         database::transaction t(db_, true);

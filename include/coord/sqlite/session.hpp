@@ -17,14 +17,14 @@
 #include "coord/clock.hpp"
 #include "coord/rules/session.hpp"
 #include "coord/session.hpp"
-#include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 
 namespace coord::sqlite {
 
 template <class Clock>
 class session_adapter {
 public:
-    session_adapter(database& db, const Clock& clock) noexcept : db_(db), clock_(clock) {}
+    explicit session_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()), clock_(ctx.clock()) {}
 
     result<session_record> session_create(std::string_view hash, const session_request& req) {
         database::transaction t(db_, true);

@@ -5,6 +5,7 @@
 //
 // The engine in layers, one header each:
 //   connection.hpp   errors, options, the connection, one transaction per operation
+//   context.hpp      the database (its path checked) and the clock the adapters use
 //   schema.hpp       numbered migrations, applied when the store opens
 //   fence.hpp lease.hpp reservation.hpp segment.hpp ledger.hpp session.hpp
 //   revocation.hpp   one adapter per capability; each applies the primitive's
@@ -24,16 +25,14 @@
 // file through SQLite's locks.
 #pragma once
 
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <string>
 #include <utility>
 
 #include "coord/clock.hpp"
-#include "coord/detail/path.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/sqlite/connection.hpp"
+#include "coord/sqlite/context.hpp"
 #include "coord/sqlite/fence.hpp"
 #include "coord/sqlite/lease.hpp"
 #include "coord/sqlite/ledger.hpp"
@@ -45,47 +44,17 @@
 
 namespace coord::sqlite {
 
-namespace detail {
-
-// The database file's one spelling, refusing what SQLite cannot share safely:
-// a path that is not a regular file (a FIFO would hang the open), and a file
-// with other hard links (SQLite names its WAL after the path: two names of
-// one database would get two WALs and lose writes).
-inline std::filesystem::path checked_path(const std::filesystem::path& given) {
-    auto path = coord::detail::resolve_store_path(given, "coord SQLite store");
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) {
-        if (!S_ISREG(st.st_mode))
-            throw store_error(coord::make_error_code(coord::errc::state_not_regular),
-                              "coord SQLite store " + path.string() + ": not a regular file");
-        if (st.st_nlink > 1)
-            throw store_error(coord::make_error_code(coord::errc::state_hard_linked),
-                              "coord SQLite store " + path.string() + ": the file has other hard links");
-    }
-    return path;
-}
-
-template <class Clock>
-struct store_base {
-    store_base(const std::filesystem::path& path, Clock clock, options opts)
-        : db_(checked_path(path), opts), clock_(std::move(clock)) {}
-    database db_;
-    Clock clock_;
-};
-
-}  // namespace detail
-
 /// SQLite as every store concept of coord.
 template <unix_clock Clock = system_clock>
-class basic_store : private detail::store_base<Clock>,
-                    public fence_adapter,
+class basic_store : private detail::context<Clock>,
+                    public fence_adapter<Clock>,
                     public lease_adapter<Clock>,
-                    public reservation_adapter,
-                    public segment_adapter,
+                    public reservation_adapter<Clock>,
+                    public segment_adapter<Clock>,
                     public ledger_adapter<Clock>,
                     public session_adapter<Clock>,
-                    public revocation_adapter {
-    using base = detail::store_base<Clock>;
+                    public revocation_adapter<Clock> {
+    using base = detail::context<Clock>;
 
 public:
     /// Opens or creates the database at `path` (every spelling and symbolic
@@ -96,22 +65,25 @@ public:
     /// written, or its schema is newer. Nothing is ever reset.
     explicit basic_store(const std::filesystem::path& path, Clock clock = Clock{}, options opts = {})
         : base(path, std::move(clock), opts),
-          fence_adapter(base::db_),
-          lease_adapter<Clock>(base::db_, base::clock_),
-          reservation_adapter(base::db_),
-          segment_adapter(base::db_),
-          ledger_adapter<Clock>(base::db_, base::clock_),
-          session_adapter<Clock>(base::db_, base::clock_),
-          revocation_adapter(base::db_) {
-        if (auto m = migrate(base::db_); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
+          fence_adapter<Clock>(engine()),
+          lease_adapter<Clock>(engine()),
+          reservation_adapter<Clock>(engine()),
+          segment_adapter<Clock>(engine()),
+          ledger_adapter<Clock>(engine()),
+          session_adapter<Clock>(engine()),
+          revocation_adapter<Clock>(engine()) {
+        if (auto m = migrate(base::db()); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
     }
     basic_store(const basic_store&) = delete;
     basic_store& operator=(const basic_store&) = delete;
 
     /// The database file's path, resolved.
-    const std::filesystem::path& path() const noexcept { return base::db_.path(); }
+    const std::filesystem::path& path() const noexcept { return base::db().path(); }
     /// The clock every expiry is judged on.
-    const Clock& clock() const noexcept { return base::clock_; }
+    const Clock& clock() const noexcept { return base::clock(); }
+
+private:
+    base& engine() noexcept { return *this; }
 };
 
 /// The everyday SQLite store: every expiry judged on the system clock.

@@ -233,16 +233,16 @@ struct file_format {
             w.u64(s.ledger.size());
             for (const auto& [k, r] : s.ledger) {
                 w.str(k);
-                w.i64(r.scheduled_ms);
+                w.i64(r.scheduled.count());
                 w.u32(r.schedule_version);
                 w.u8(static_cast<std::uint8_t>(r.state));
                 w.u64(r.fence);
                 w.u32(r.attempt);
                 w.str(r.holder);
-                w.i64(r.lease_until_ns);
-                w.i64(r.started_ns);
-                w.i64(r.completed_ns);
-                w.i64(r.retain_until_ns);
+                w.i64(r.lease_until.count());
+                w.i64(r.started.count());
+                w.i64(r.completed.count());
+                w.i64(r.retain_until.count());
                 w.str(r.payload_hash);
                 w.str(r.result);
                 w.str(r.fail_reason);
@@ -348,7 +348,7 @@ struct file_format {
                 for (auto n = r.u64(); n > 0 && r.ok(); --n) {
                     ledger_record rec;
                     rec.key = r.str();
-                    rec.scheduled_ms = r.i64();
+                    rec.scheduled = std::chrono::milliseconds(r.i64());
                     rec.schedule_version = r.u32();
                     const auto st = r.u8();
                     if (st > 2) r.fail();
@@ -356,10 +356,10 @@ struct file_format {
                     rec.fence = r.u64();
                     rec.attempt = r.u32();
                     rec.holder = r.str();
-                    rec.lease_until_ns = r.i64();
-                    rec.started_ns = r.i64();
-                    rec.completed_ns = r.i64();
-                    rec.retain_until_ns = r.i64();
+                    rec.lease_until = std::chrono::nanoseconds(r.i64());
+                    rec.started = std::chrono::nanoseconds(r.i64());
+                    rec.completed = std::chrono::nanoseconds(r.i64());
+                    rec.retain_until = std::chrono::nanoseconds(r.i64());
                     rec.payload_hash = r.str();
                     rec.result = r.str();
                     rec.fail_reason = r.str();

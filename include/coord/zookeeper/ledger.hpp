@@ -143,11 +143,11 @@ private:
     }
 
     static std::string encode(const ledger_record& r) {
-        return detail::encode({r.key, std::to_string(r.scheduled_ms), std::to_string(r.schedule_version),
+        return detail::encode({r.key, std::to_string(r.scheduled.count()), std::to_string(r.schedule_version),
                                std::to_string(static_cast<int>(r.state)), std::to_string(r.fence),
-                               std::to_string(r.attempt), r.holder, std::to_string(r.lease_until_ns),
-                               std::to_string(r.started_ns), std::to_string(r.completed_ns),
-                               std::to_string(r.retain_until_ns), r.payload_hash, r.result, r.fail_reason});
+                               std::to_string(r.attempt), r.holder, std::to_string(r.lease_until.count()),
+                               std::to_string(r.started.count()), std::to_string(r.completed.count()),
+                               std::to_string(r.retain_until.count()), r.payload_hash, r.result, r.fail_reason});
     }
 
     result<known> read(const std::string& p) {
@@ -170,16 +170,16 @@ private:
         known k;
         k.version = (*n)->stat.version;
         k.rec.key = v[0];
-        k.rec.scheduled_ms = *sched;
+        k.rec.scheduled = std::chrono::milliseconds(*sched);
         k.rec.schedule_version = static_cast<std::uint32_t>(*ver);
         k.rec.state = static_cast<ledger_record::state_t>(*state);
         k.rec.fence = *fence;
         k.rec.attempt = static_cast<std::uint32_t>(*attempt);
         k.rec.holder = v[6];
-        k.rec.lease_until_ns = *lease;
-        k.rec.started_ns = *started;
-        k.rec.completed_ns = *completed;
-        k.rec.retain_until_ns = *retain;
+        k.rec.lease_until = std::chrono::nanoseconds(*lease);
+        k.rec.started = std::chrono::nanoseconds(*started);
+        k.rec.completed = std::chrono::nanoseconds(*completed);
+        k.rec.retain_until = std::chrono::nanoseconds(*retain);
         k.rec.payload_hash = v[11];
         k.rec.result = v[12];
         k.rec.fail_reason = v[13];

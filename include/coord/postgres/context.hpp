@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// coord/postgres/context.hpp: what every PostgreSQL adapter works through,
+// built once per store before the adapters: the pool the calls use, the pool
+// waiting acquires listen on, and the clock (server_clock: the server reads
+// its own; a test clock's readings are sent).
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "coord/postgres/connection.hpp"
+
+namespace coord::postgres::detail {
+
+template <class Clock>
+class context {
+public:
+    context(std::string conninfo, Clock clock, options opts)
+        : calls_(conninfo, opts), listeners_(std::move(conninfo), listener_options(opts)), clock_(std::move(clock)) {}
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
+
+    /// The pool of options::pool_size connections every call holds one of.
+    pool& calls() noexcept { return calls_; }
+    const pool& calls() const noexcept { return calls_; }
+    /// Waiting acquires hold a connection for their wait: a pool of their
+    /// own, opened as waits need them, so that waiters never starve the calls.
+    pool& listeners() noexcept { return listeners_; }
+    const Clock& clock() const noexcept { return clock_; }
+
+private:
+    static options listener_options(options o) {
+        o.pool_size = 64;
+        return o;
+    }
+    pool calls_;
+    pool listeners_;
+    Clock clock_;
+};
+
+}  // namespace coord::postgres::detail
