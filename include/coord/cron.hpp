@@ -474,7 +474,7 @@ inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger
                                        const cron_plan* plan = nullptr) {
     cron_slot_status out;
     out.slot = s.to_string();
-    out.scheduled = std::chrono::milliseconds(s.scheduled().time_since_epoch().count());
+    out.scheduled = s.scheduled().time_since_epoch();
     out.schedule_version = s.schedule_version();
     out.exit = "-";
     if (r && r->schedule_version != 0) out.schedule_version = r->schedule_version;
@@ -502,14 +502,14 @@ inline cron_slot_status cron_status_of(const slot& s, const std::optional<ledger
             out.worker.clear();
             out.instance.clear();
             out.attempt = 0;
-            out.started = std::chrono::nanoseconds{0};
+            out.started = {};
         } else if (starts_with(res, cron_skipped)) {
             out.state = cron_slot_status::skipped;
             out.detail = std::string(res.substr(cron_skipped.size()));
             out.worker.clear();
             out.instance.clear();
             out.attempt = 0;
-            out.started = std::chrono::nanoseconds{0};
+            out.started = {};
         } else if (starts_with(res, cron_replaced)) {
             out.state = cron_slot_status::replaced;
             out.detail = std::string(res);
