@@ -16,6 +16,7 @@
 //   coordctl fence read  --store S --key K
 //   coordctl lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait D]
 //   coordctl lease renew   --store S --name N --owner O [--token T]
+//   coordctl lease hold    --store S --name N --ttl D [--owner O] [--wait D] [--grace D] -- COMMAND [ARGS...]
 //   coordctl lease release --store S --name N --owner O [--token T]
 //   coordctl snowflake next [--node N] [-n COUNT] [--state S]
 //   coordctl snowflake decode ID
@@ -55,10 +56,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
+#include "coord/keeper.hpp"
 #include "coord/lease.hpp"
 #include "coord/owner.hpp"
 #include "coord/segment.hpp"
@@ -96,6 +99,10 @@ constexpr const char* usage_text =
     "  lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait DURATION]\n"
     "                (without --owner: a unique owner, HOST:PID:RANDOM, printed with the token)\n"
     "  lease renew   --store S --name N --owner O [--token T]   (--token: exactly that grant)\n"
+    "  lease hold    --store S --name N --ttl D [--owner O] [--wait D] [--grace D] -- COMMAND [ARGS...]\n"
+    "                (runs COMMAND while a keeper renews the lease, with COORD_LEASE_NAME, COORD_LEASE_OWNER and\n"
+    "                 COORD_FENCE_TOKEN; exits with COMMAND's status; lost: COMMAND's group gets SIGTERM, SIGKILL\n"
+    "                 after --grace (default 10s), exit 3; not granted: exit 3, COMMAND not started)\n"
     "  lease release --store S --name N --owner O [--token T]\n"
     "  snowflake next [--node N] [-n COUNT] [--state S]\n"
     "                (--state: any store, where the node's lease and the reserved time live; without it,\n"
@@ -735,15 +742,29 @@ int schedule_command(std::string_view verb, const std::vector<std::string_view>&
 #endif
 }
 
-#if defined(COORD_HAS_SCHEDULE)
-// --- cron: the runner, with each slot's job a child process ---------------
+// --- commands run as child processes: cron's jobs, lease hold's command ---
 
 std::atomic<bool> cron_stop{false};
+std::atomic<int> hold_signal{0};
 extern "C" void cron_on_signal(int) { cron_stop.store(true); }
+extern "C" void hold_on_signal(int sig) {
+    hold_signal.store(sig);
+    cron_stop.store(true);
+}
 
-/// Runs a slot's job as a child process in a process group of its own (so
+/// SIGTERM and SIGINT call `handler` (which only sets flags).
+void on_stop_signals(void (*handler)(int)) {
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+}
+
+/// Runs a command as a child process in a process group of its own (so
 /// that stopping it stops what it started), killed if coordctl dies
-/// (PR_SET_PDEATHSIG), with the slot in its environment.
+/// (PR_SET_PDEATHSIG), with what it runs under in its environment (a cron
+/// slot, a lease).
 class process_launcher {
 public:
     explicit process_launcher(std::vector<std::string> argv) : argv_(std::move(argv)) {}
@@ -783,16 +804,28 @@ public:
         std::optional<int> status_;
     };
 
+#if defined(COORD_HAS_SCHEDULE)
     handle start(const coord::cron_context& c) {
+        return start({{"COORD_SLOT", c.which.to_string()},
+                      {"COORD_FENCE", std::to_string(c.fence)},
+                      {"COORD_ATTEMPT", std::to_string(c.attempt)},
+                      {"COORD_SCHEDULED_AT", c.scheduled_at}});
+    }
+#endif
+
+    /// Starts the command with `vars` set in its environment (replacing
+    /// any of the same name coordctl got).
+    handle start(const std::vector<std::pair<std::string, std::string>>& vars) {
         std::vector<std::string> env;
-        for (char** e = environ; *e; ++e)
-            if (std::strncmp(*e, "COORD_SLOT=", 11) != 0 && std::strncmp(*e, "COORD_FENCE=", 12) != 0 &&
-                std::strncmp(*e, "COORD_ATTEMPT=", 14) != 0 && std::strncmp(*e, "COORD_SCHEDULED_AT=", 19) != 0)
-                env.emplace_back(*e);
-        env.push_back("COORD_SLOT=" + c.which.to_string());
-        env.push_back("COORD_FENCE=" + std::to_string(c.fence));
-        env.push_back("COORD_ATTEMPT=" + std::to_string(c.attempt));
-        env.push_back("COORD_SCHEDULED_AT=" + c.scheduled_at);
+        for (char** e = environ; *e; ++e) {
+            const std::string_view entry(*e);
+            const bool replaced = std::any_of(vars.begin(), vars.end(), [&](const auto& v) {
+                return entry.size() > v.first.size() && entry.substr(0, v.first.size()) == v.first &&
+                       entry[v.first.size()] == '=';
+            });
+            if (!replaced) env.emplace_back(entry);
+        }
+        for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
         std::vector<char*> envp, argv;
         for (auto& e : env) envp.push_back(e.data());
         envp.push_back(nullptr);
@@ -845,6 +878,100 @@ private:
     pid_t last_pid_ = -1;
 };
 
+// --- lease hold: a command run while a keeper holds the lease ------------
+
+/// Stops a child's process group: SIGTERM, then SIGKILL after `grace`.
+/// Returns its status as lease hold reports it (128 + signal when killed).
+int stop_child(process_launcher::handle& child, std::chrono::milliseconds grace) {
+    child.terminate();
+    const auto kill_at = std::chrono::steady_clock::now() + grace;
+    for (;;) {
+        if (auto st = child.poll()) return *st < 0 ? 128 - *st : *st;
+        if (std::chrono::steady_clock::now() >= kill_at) child.kill();
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    }
+}
+
+/// coordctl lease hold: takes the lease (waiting up to --wait with the
+/// queued acquire where the store has one), runs COMMAND with the lease in
+/// its environment while a keeper renews it, and releases it when COMMAND
+/// exits (exit: COMMAND's status, 128 + signal when a signal ended it).
+/// Lost (a renewal refused, or no renewal answered by the safe deadline):
+/// COMMAND's group gets SIGTERM, SIGKILL after --grace, exit 3. Not granted:
+/// exit 3, COMMAND never started. SIGTERM/SIGINT: COMMAND stopped the same
+/// way, the lease released, exit 128 + the signal.
+int lease_hold(const std::vector<std::string_view>& all) {
+    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
+    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("lease hold needs -- COMMAND [ARGS...]");
+    std::vector<std::string> command(dashes + 1, all.end());
+    options o({all.begin(), dashes}, {"store", "name", "owner", "ttl", "wait", "grace"});
+    const auto& name = name_option(o, "name");
+    const std::string owner = o.has("owner") ? name_option(o, "owner") : coord::unique_owner();
+    const auto ttl = o.duration("ttl");
+    if (ttl < std::chrono::milliseconds{100}) throw usage_error("--ttl must be 100ms to 24h for lease hold");
+    const auto wait = o.has("wait") ? o.duration("wait") : std::chrono::milliseconds{0};
+    const auto grace = o.has("grace") ? o.duration("grace", std::chrono::hours{1}, true) : std::chrono::milliseconds{10'000};
+    process_launcher launcher{command};
+    on_stop_signals(hold_on_signal);
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        coord::basic_keeper<Store> keeper{store};
+        coord::result<typename coord::basic_keeper<Store>::held_lease, coord::lease_error> held =
+            coord::unexpected(coord::lease_error{});
+        if (wait.count() > 0) {
+            if constexpr (coord::lease_queue_store<Store>) {
+                held = keeper.hold(name, owner, ttl, std::chrono::steady_clock::now() + wait);
+            } else {
+                throw usage_error("this store has no waiting acquire (--wait)");
+            }
+        } else {
+            held = keeper.hold(name, owner, ttl);
+        }
+        if (!held) {
+            const auto& e = held.error();
+            if (e == coord::errc::lease_held) {
+                std::fprintf(stderr, "coordctl lease hold: %s is held by %s: not granted, COMMAND not started\n",
+                             printable(name).c_str(), printable(e.holder).c_str());
+                return exit_refused;
+            }
+            return infra(store, e.code);
+        }
+        if (cron_stop.load()) return 128 + hold_signal.load();
+        auto child = launcher.start({{"COORD_LEASE_NAME", name},
+                                     {"COORD_LEASE_OWNER", owner},
+                                     {"COORD_FENCE_TOKEN", std::to_string(held->token())}});
+        for (;;) {
+            if (auto st = child.poll()) {
+                auto r = held->release();
+                if (!r)
+                    std::fprintf(stderr, "coordctl lease hold: releasing %s: %s (its term ends on its own)\n",
+                                 printable(name).c_str(), r.error().code.message().c_str());
+                return *st < 0 ? 128 - *st : *st;
+            }
+            if (!held->valid()) {
+                const auto why = held->why_lost();
+                std::fprintf(stderr, "coordctl lease hold: lost %s (token %llu): %s; stopping COMMAND\n",
+                             printable(name).c_str(), static_cast<unsigned long long>(held->token()),
+                             why ? why->message().c_str()
+                                 : "no renewal was answered before the safe deadline");
+                (void)stop_child(child, grace);
+                (void)held->release();  // refused when another holder has it: theirs stays
+                return exit_refused;
+            }
+            if (cron_stop.load()) {
+                (void)stop_child(child, grace);
+                auto r = held->release();
+                if (!r)
+                    std::fprintf(stderr, "coordctl lease hold: releasing %s: %s (its term ends on its own)\n",
+                                 printable(name).c_str(), r.error().code.message().c_str());
+                return 128 + hold_signal.load();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        }
+    });
+}
+
+#if defined(COORD_HAS_SCHEDULE)
 int cron_run(const std::vector<std::string_view>& all) {
     const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
     if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("cron run needs -- COMMAND [ARGS...]");
@@ -912,11 +1039,7 @@ int cron_run(const std::vector<std::string_view>& all) {
         line += '\n';
         std::fputs(line.c_str(), stderr);
     };
-    struct sigaction sa {};
-    sa.sa_handler = cron_on_signal;
-    ::sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
+    on_stop_signals(cron_on_signal);
     return with_store(o, [&](auto& store) -> int {
         using Store = std::remove_reference_t<decltype(store)>;
         if constexpr (!(coord::ledger_store<Store> && coord::fence_update_store<Store>)) {
@@ -1167,6 +1290,7 @@ int run(const std::vector<std::string_view>& argv) {
     const auto verb = argv[1];
     const std::vector<std::string_view> rest(argv.begin() + 2, argv.end());
     if (primitive == "fence") return fence_command(verb, rest);
+    if (primitive == "lease" && verb == "hold") return lease_hold(rest);
     if (primitive == "lease") return lease_command(verb, rest);
     if (primitive == "snowflake") return snowflake_command(verb, rest);
     if (primitive == "segment") return segment_command(verb, rest);

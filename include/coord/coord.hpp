@@ -13,6 +13,7 @@
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
+#include "coord/keeper.hpp"
 #include "coord/lease.hpp"
 #include "coord/owner.hpp"
 #include "coord/random.hpp"

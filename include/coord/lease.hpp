@@ -158,6 +158,19 @@ public:
                                        std::chrono::duration<Rep, Period> ttl,
                                        std::chrono::steady_clock::time_point deadline,
                                        std::chrono::milliseconds place_ttl = std::chrono::seconds{2}) {
+        return acquire(name, owner, ttl, deadline, place_ttl, [] {});
+    }
+
+    /// As the waiting acquire above, calling `before_try()` just before each
+    /// store call that may grant: a holder that bounds its ownership on its
+    /// own clock (coord/keeper.hpp) notes there the instant the granting call
+    /// was sent.
+    template <class Rep, class Period, std::invocable BeforeTry>
+        requires lease_queue_store<Store>
+    result<lease, lease_error> acquire(std::string_view name, std::string_view owner,
+                                       std::chrono::duration<Rep, Period> ttl,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::chrono::milliseconds place_ttl, BeforeTry&& before_try) {
         check(name, owner);
         const auto term = checked_ttl(ttl);
         const auto place = checked_ttl(place_ttl);
@@ -166,6 +179,7 @@ public:
             if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
             auto waiting = store_->lease_waiting(name, *ticket);
             for (;;) {
+                before_try();
                 auto r = store_->lease_acquire_queued(name, owner, term, *ticket, place);
                 if (r) return r;
                 if (r.error() == errc::wait_place_lost) break;  // too slow to renew: queue again

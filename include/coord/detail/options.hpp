@@ -18,6 +18,10 @@ namespace coord::detail {
 namespace defaults {
 /// Connections kept per store object (PostgreSQL, Redis, etcd).
 inline constexpr std::size_t pool_size = 4;
+/// Connections a store object may open for waiting acquires, which hold one
+/// for their whole wait (PostgreSQL LISTEN, Redis SUBSCRIBE): a pool of their
+/// own, opened as waits need them, so that waiters never starve the calls.
+inline constexpr std::size_t listener_pool_size = 64;
 /// Bounds one call to the server, from sending to the answer.
 inline constexpr std::chrono::milliseconds operation_timeout{5000};
 /// Bounds making one connection (or, on ZooKeeper, a session).
@@ -28,6 +32,14 @@ inline constexpr std::chrono::milliseconds lock_timeout{10000};
 /// The key prefix on stores that share a key space (Redis, etcd).
 inline constexpr const char* prefix = "coord";
 }  // namespace defaults
+
+/// The options of the pool waiting acquires listen on: the store's own,
+/// with defaults::listener_pool_size connections.
+template <class Options>
+Options listener_options(Options o) {
+    o.pool_size = defaults::listener_pool_size;
+    return o;
+}
 
 /// Throws std::invalid_argument("<what> must be 1 ms to 24 h") unless
 /// 1 ms <= d <= 24 h.

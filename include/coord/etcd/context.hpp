@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "coord/clock.hpp"
@@ -153,9 +154,16 @@ class context {
 public:
     static constexpr bool test_clock = !std::is_same_v<Clock, server_clock>;
 
-    context(pool& p, const Clock& clock) : pool_(p), clock_(clock), keys_(p.opts().prefix) {}
+    /// Checks the URL and options (std::invalid_argument) and makes the
+    /// pool; connections are opened as calls need them.
+    context(std::string url, Clock clock, options opts)
+        : pool_(std::move(url), std::move(opts)), clock_(std::move(clock)), keys_(pool_.opts().prefix) {}
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
 
+    /// The pool of options::pool_size connections every call holds one of.
     pool& calls() noexcept { return pool_; }
+    const pool& calls() const noexcept { return pool_; }
     const keys& key() const noexcept { return keys_; }
 
     result<txn_answer> txn(const std::vector<std::string>& compare, const std::vector<std::string>& success,
@@ -310,8 +318,8 @@ private:
         return r;
     }
 
-    pool& pool_;
-    const Clock& clock_;
+    pool pool_;
+    Clock clock_;
     keys keys_;
 };
 

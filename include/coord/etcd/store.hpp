@@ -23,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/etcd/connection.hpp"
 #include "coord/etcd/context.hpp"
@@ -34,53 +35,36 @@
 
 namespace coord::etcd {
 
-namespace detail {
-template <class Clock>
-struct store_base {
-    store_base(std::string url, Clock clock, options opts)
-        : pool_(std::move(url), std::move(opts)), clock_(std::move(clock)), context_(pool_, clock_) {}
-    pool pool_;
-    Clock clock_;
-    context<Clock> context_;
-};
-}  // namespace detail
-
 /// etcd as the store concepts it serves. Clock: server_clock (production:
 /// etcd's leader ends every term) or a test clock that drives expiry.
 template <class Clock = server_clock>
-class basic_store : private detail::store_base<Clock>,
-                    public fence_adapter<Clock>,
-                    public lease_adapter<Clock>,
-                    public reservation_adapter<Clock>,
-                    public segment_adapter<Clock>,
-                    public revocation_adapter<Clock> {
-    using base = detail::store_base<Clock>;
+class basic_store : public coord::detail::engine_store<detail::context<Clock>,
+                                                       fence_adapter<Clock>,
+                                                       lease_adapter<Clock>,
+                                                       reservation_adapter<Clock>,
+                                                       segment_adapter<Clock>,
+                                                       revocation_adapter<Clock>> {
+    using base = typename basic_store::engine_store;
+    using base::engine;
 
 public:
     /// Checks that an endpoint answers. Throws std::invalid_argument when
     /// `url` is malformed (parse_url) or an option is out of range;
     /// store_error with the words of the last endpoint tried when none answers.
     explicit basic_store(std::string url, Clock clock = Clock{}, options opts = {})
-        : base(std::move(url), std::move(clock), std::move(opts)),
-          fence_adapter<Clock>(base::context_),
-          lease_adapter<Clock>(base::context_),
-          reservation_adapter<Clock>(base::context_),
-          segment_adapter<Clock>(base::context_),
-          revocation_adapter<Clock>(base::context_) {
-        auto s = base::pool_.request("/v3/maintenance/status", "{}", false);
-        if (!s) throw store_error(s.error(), "coord: etcd at " + base::pool_.url() + ": " + s.error().detail());
+        : base(std::move(url), std::move(clock), std::move(opts)) {
+        auto s = engine().calls().request("/v3/maintenance/status", "{}", false);
+        if (!s) throw store_error(s.error(), "coord: etcd at " + engine().calls().url() + ": " + s.error().detail());
     }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
 
     /// The cluster's revision now (for tests and diagnostics).
     result<std::int64_t> revision() {
-        auto r = base::context_.txn({}, {}, {}, false);
+        auto r = engine().txn({}, {}, {}, false);
         if (!r) return unexpected(r.error());
         return r->revision;
     }
-    const std::string& url() const noexcept { return base::pool_.url(); }
-    const std::vector<std::string>& endpoints() const noexcept { return base::pool_.endpoints(); }
+    const std::string& url() const noexcept { return engine().calls().url(); }
+    const std::vector<std::string>& endpoints() const noexcept { return engine().calls().endpoints(); }
 
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/options.hpp"
 #include "coord/postgres/connection.hpp"
 
 namespace coord::postgres::detail {
@@ -16,7 +17,9 @@ template <class Clock>
 class context {
 public:
     context(std::string conninfo, Clock clock, options opts)
-        : calls_(conninfo, opts), listeners_(std::move(conninfo), listener_options(opts)), clock_(std::move(clock)) {}
+        : calls_(conninfo, opts),
+          listeners_(std::move(conninfo), coord::detail::listener_options(opts)),
+          clock_(std::move(clock)) {}
     context(const context&) = delete;
     context& operator=(const context&) = delete;
 
@@ -29,10 +32,6 @@ public:
     const Clock& clock() const noexcept { return clock_; }
 
 private:
-    static options listener_options(options o) {
-        o.pool_size = 64;
-        return o;
-    }
     pool calls_;
     pool listeners_;
     Clock clock_;

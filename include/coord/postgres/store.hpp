@@ -36,6 +36,7 @@
 #include <string>
 #include <utility>
 
+#include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/postgres/connection.hpp"
 #include "coord/postgres/context.hpp"
@@ -54,15 +55,16 @@ namespace coord::postgres {
 /// (production: every expiry judged on the server's clock) or a unix_clock
 /// whose readings are sent (tests).
 template <class Clock = server_clock>
-class basic_store : private detail::context<Clock>,
-                    public fence_adapter<Clock>,
-                    public lease_adapter<Clock>,
-                    public reservation_adapter<Clock>,
-                    public segment_adapter<Clock>,
-                    public ledger_adapter<Clock>,
-                    public session_adapter<Clock>,
-                    public revocation_adapter<Clock> {
-    using base = detail::context<Clock>;
+class basic_store : public coord::detail::engine_store<detail::context<Clock>,
+                                                       fence_adapter<Clock>,
+                                                       lease_adapter<Clock>,
+                                                       reservation_adapter<Clock>,
+                                                       segment_adapter<Clock>,
+                                                       ledger_adapter<Clock>,
+                                                       session_adapter<Clock>,
+                                                       revocation_adapter<Clock>> {
+    using base = typename basic_store::engine_store;
+    using base::engine;
 
 public:
     /// Connects and brings the schema to this library's version. Throws
@@ -70,23 +72,14 @@ public:
     /// or an option is out of range; store_error naming the server's words
     /// when connecting or the schema fails.
     explicit basic_store(std::string conninfo, Clock clock = Clock{}, options opts = {})
-        : base(std::move(conninfo), std::move(clock), opts),
-          fence_adapter<Clock>(engine()),
-          lease_adapter<Clock>(engine()),
-          reservation_adapter<Clock>(engine()),
-          segment_adapter<Clock>(engine()),
-          ledger_adapter<Clock>(engine()),
-          session_adapter<Clock>(engine()),
-          revocation_adapter<Clock>(engine()) {
-        pool::call c(base::calls());
+        : base(std::move(conninfo), std::move(clock), opts) {
+        pool::call c(engine().calls());
         if (auto m = migrate(c); !m) throw store_error(m.error(), "coord: PostgreSQL schema: " + m.error().detail());
     }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
 
     /// The schema version the database is at (after the constructor: schema_version()).
     result<int> database_schema_version() {
-        pool::call c(base::calls());
+        pool::call c(engine().calls());
         auto r = c.exec("SELECT version FROM coord_schema WHERE id = 1", {}, false);
         if (!r) return unexpected(r.error());
         if (r->rows() != 1) return unexpected(make_error_code(errc::bad_answer));
@@ -96,18 +89,15 @@ public:
     /// The server's clock now, in nanoseconds since the Unix epoch (for tests
     /// and diagnostics).
     result<std::int64_t> server_now_ns() {
-        pool::call c(base::calls());
+        pool::call c(engine().calls());
         auto r = c.exec("SELECT coord_now_ns()", {}, false);
         if (!r) return unexpected(r.error());
         if (r->rows() != 1) return unexpected(make_error_code(errc::bad_answer));
         return r->i64(0, 0);
     }
 
-    const std::string& conninfo() const noexcept { return base::calls().conninfo(); }
-    const options& opts() const noexcept { return base::calls().opts(); }
-
-private:
-    base& engine() noexcept { return *this; }
+    const std::string& conninfo() const noexcept { return engine().calls().conninfo(); }
+    const options& opts() const noexcept { return engine().calls().opts(); }
 };
 
 /// The everyday PostgreSQL store: every expiry judged on the server's clock.

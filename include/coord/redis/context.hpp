@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/redis/connection.hpp"
 
 namespace coord::redis::detail {
@@ -53,14 +54,24 @@ std::string now_arg(const Clock& clock) {
 /// A duration as a script argument: non-negative nanoseconds.
 inline std::string ns_arg(std::int64_t ns) { return std::to_string(ns < 0 ? 0 : ns); }
 
-/// The pools, the clock and the identity, shared by the adapters of one store.
+/// The pools, the clock and the identity, shared by the adapters of one
+/// store, built once per store before the adapters.
 template <class Clock>
 class context {
 public:
-    context(pool& calls, pool& listeners, const Clock& clock)
-        : calls_(calls), listeners_(listeners), clock_(clock), keys_(calls.opts().prefix) {}
+    context(std::string url, Clock clock, options opts)
+        : calls_(url, opts),
+          listeners_(std::move(url), coord::detail::listener_options(std::move(opts))),
+          clock_(std::move(clock)),
+          keys_(calls_.opts().prefix) {}
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
 
+    /// The pool of options::pool_size connections every call holds one of.
     pool& calls() noexcept { return calls_; }
+    const pool& calls() const noexcept { return calls_; }
+    /// Waiting acquires hold a subscribed connection for their wait: a pool
+    /// of their own, so that waiters never starve the calls.
     pool& listeners() noexcept { return listeners_; }
     const keys& key() const noexcept { return keys_; }
     std::string now() const { return now_arg(clock_); }
@@ -177,9 +188,9 @@ private:
                "\"When a store lost its data\"";
     }
 
-    pool& calls_;
-    pool& listeners_;
-    const Clock& clock_;
+    pool calls_;
+    pool listeners_;
+    Clock clock_;
     keys keys_;
     std::mutex mutex_;
     std::string identity_;

@@ -48,6 +48,7 @@
 #include <utility>
 
 #include "coord/random.hpp"
+#include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/redis/connection.hpp"
 #include "coord/redis/context.hpp"
@@ -62,29 +63,6 @@
 
 namespace coord::redis {
 
-namespace detail {
-// The pools, the clock and the context, built before the adapters that refer to them.
-template <class Clock>
-struct store_base {
-    store_base(std::string url, Clock clock, options opts)
-        : pool_(url, opts), listeners_(std::move(url), listener_options(std::move(opts))), clock_(std::move(clock)),
-          context_(pool_, listeners_, clock_) {}
-    // Waiting acquires hold a subscribed connection for their wait: a pool
-    // of their own, so that waiters never starve the calls.
-    static options listener_options(options o) {
-        o.pool_size = 64;
-        return o;
-    }
-    pool pool_;
-    pool listeners_;
-    Clock clock_;
-    context<Clock> context_;
-};
-}  // namespace detail
-
-/// Redis as every store concept it can serve atomically. Clock:
-/// server_clock (production: every expiry judged on the server's TIME) or a
-/// unix_clock whose readings are sent (tests).
 /// What an operator states when initializing a store (store::initialize):
 /// floors at or above everything the store handed out before, so that a
 /// store that lost its data hands nothing out twice (README, "When a store
@@ -113,16 +91,20 @@ struct initial_floors {
     bool reservation_now = false;
 };
 
+/// Redis as every store concept it can serve atomically. Clock:
+/// server_clock (production: every expiry judged on the server's TIME) or a
+/// unix_clock whose readings are sent (tests).
 template <class Clock = server_clock>
-class basic_store : private detail::store_base<Clock>,
-                    public fence_adapter<Clock>,
-                    public lease_adapter<Clock>,
-                    public reservation_adapter<Clock>,
-                    public segment_adapter<Clock>,
-                    public ledger_adapter<Clock>,
-                    public session_adapter<Clock>,
-                    public revocation_adapter<Clock> {
-    using base = detail::store_base<Clock>;
+class basic_store : public coord::detail::engine_store<detail::context<Clock>,
+                                                       fence_adapter<Clock>,
+                                                       lease_adapter<Clock>,
+                                                       reservation_adapter<Clock>,
+                                                       segment_adapter<Clock>,
+                                                       ledger_adapter<Clock>,
+                                                       session_adapter<Clock>,
+                                                       revocation_adapter<Clock>> {
+    using base = typename basic_store::engine_store;
+    using base::engine;
 
 public:
     /// Connects, checks that the server is Redis 7 or later, and reads the
@@ -131,32 +113,23 @@ public:
     /// is out of range; store_error with the server's words when the server
     /// cannot be reached or is too old.
     explicit basic_store(std::string url, Clock clock = Clock{}, options opts = {})
-        : base(std::move(url), std::move(clock), std::move(opts)),
-          fence_adapter<Clock>(base::context_),
-          lease_adapter<Clock>(base::context_),
-          reservation_adapter<Clock>(base::context_),
-          segment_adapter<Clock>(base::context_),
-          ledger_adapter<Clock>(base::context_),
-          session_adapter<Clock>(base::context_),
-          revocation_adapter<Clock>(base::context_) {
-        pool::call c(base::pool_);
+        : base(std::move(url), std::move(clock), std::move(opts)) {
+        pool::call c(engine().calls());
         auto info = c.command({"INFO", "server"}, false);
-        if (!info) throw store_error(info.error(), "coord: Redis at " + base::pool_.url() + ": " + info.error().detail());
+        if (!info) throw store_error(info.error(), "coord: Redis at " + engine().calls().url() + ": " + info.error().detail());
         const std::string_view text = detail::text(info->get());
         const auto at = text.find("redis_version:");
         const auto major = at == std::string_view::npos ? std::nullopt
                                                         : detail::i64_of(text.substr(at + 14, text.find('.', at) - at - 14));
         if (!major || *major < 7)
             throw store_error(make_error_code(errc::server_too_old),
-                              "coord: the server at " + base::pool_.url() + " is not Redis 7.0 or later");
-        auto id = c.command({"GET", base::context_.key().identity()}, false);
-        if (!id) throw store_error(id.error(), "coord: Redis at " + base::pool_.url() + ": " + id.error().detail());
+                              "coord: the server at " + engine().calls().url() + " is not Redis 7.0 or later");
+        auto id = c.command({"GET", engine().key().identity()}, false);
+        if (!id) throw store_error(id.error(), "coord: Redis at " + engine().calls().url() + ": " + id.error().detail());
         // An identity key of another shape is left to known_identity, which refuses it.
-        if ((*id)->type == REDIS_REPLY_STRING && base::context_.well_formed_identity(detail::text(id->get())))
-            base::context_.set_identity(std::string(detail::text(id->get()).substr(0, 32)));
+        if ((*id)->type == REDIS_REPLY_STRING && engine().well_formed_identity(detail::text(id->get())))
+            engine().set_identity(std::string(detail::text(id->get()).substr(0, 32)));
     }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
 
     /// Initializes the store: writes its identity key (a new random value),
     /// which every script that needs the store's data checks, with the
@@ -192,24 +165,24 @@ public:
         std::string value = id + ":" + std::to_string(f.segment) + ":" + detail::token_digits(fence) + ":" +
                             std::to_string(std::max<std::int64_t>(ledger_ms, 0)) + ":" +
                             std::to_string(std::max<std::int64_t>(reservation_ms, 0));
-        pool::call c(base::pool_);
-        detail::command set{"SET", base::context_.key().identity(), std::move(value)};
+        pool::call c(engine().calls());
+        detail::command set{"SET", engine().key().identity(), std::move(value)};
         if (!replace) set.push_back("NX");
         auto r = c.command(set, true);
         if (!r) return unexpected(r.error());
         if ((*r)->type == REDIS_REPLY_NIL)
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
-                                           "the Redis store at " + base::pool_.url() + " (" + base::context_.key().tag() +
+                                           "the Redis store at " + engine().calls().url() + " (" + engine().key().tag() +
                                                ") is already initialized; replacing its identity (--force) makes "
                                                "every process that opened it reopen"));
-        base::context_.set_identity(id);
+        engine().set_identity(id);
         return id;
     }
 
     /// The store's identity on the server now (empty: not initialized).
     result<std::string> server_identity() {
-        pool::call c(base::pool_);
-        auto r = c.command({"GET", base::context_.key().identity()}, false);
+        pool::call c(engine().calls());
+        auto r = c.command({"GET", engine().key().identity()}, false);
         if (!r) return unexpected(r.error());
         if ((*r)->type != REDIS_REPLY_STRING) return std::string();
         return std::string(detail::text(r->get()).substr(0, 32));
@@ -218,7 +191,7 @@ public:
     /// The server's clock now, in nanoseconds since the Unix epoch
     /// (microsecond resolution; for tests and diagnostics).
     result<std::int64_t> server_now_ns() {
-        pool::call c(base::pool_);
+        pool::call c(engine().calls());
         auto r = c.command({"TIME"}, false);
         if (!r) return unexpected(r.error());
         const auto s = detail::i64_of(detail::element(r->get(), 0));
@@ -230,16 +203,16 @@ public:
     /// One bare script call through the store's pool: EVALSHA of a script
     /// that returns its argument (the bench's floor).
     result<std::string> echo(std::string_view value) {
-        pool::call c(base::pool_);
+        pool::call c(engine().calls());
         auto r = c.eval(scripts::echo, {}, {std::string(value)}, false);
         if (!r) return unexpected(r.error());
         return std::string(detail::text(r->get()));
     }
 
-    const std::string& url() const noexcept { return base::pool_.url(); }
-    const options& opts() const noexcept { return base::pool_.opts(); }
+    const std::string& url() const noexcept { return engine().calls().url(); }
+    const options& opts() const noexcept { return engine().calls().opts(); }
     /// The key every name of this store starts with: "{prefix}:".
-    const std::string& key_tag() const noexcept { return base::context_.key().tag(); }
+    const std::string& key_tag() const noexcept { return engine().key().tag(); }
 };
 
 /// The everyday Redis store: every expiry judged on the server's clock.

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "coord/error.hpp"
 #include "coord/result.hpp"
@@ -85,6 +87,29 @@ struct fence_rule {
         if (!r) return {};
         return fenced_value{r->highest, r->value, r->written};
     }
+};
+
+/// A fence_store's three writes, written once for every store that applies
+/// fence_rule in one step of its own (memory, file, SQLite): Store has
+/// `fence_apply(key, token, optional seq, assign)` (may be private, with
+/// this class a friend).
+template <class Store>
+class fence_writes {
+public:
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
+        return self().fence_apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
+    }
+    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
+                                          std::string_view value) {
+        return self().fence_apply(key, token, seq, [&](std::string& v) { v.assign(value); });
+    }
+    template <class F>
+    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
+        return self().fence_apply(key, token, std::nullopt, std::forward<F>(fn));
+    }
+
+private:
+    Store& self() noexcept { return static_cast<Store&>(*this); }
 };
 
 }  // namespace detail

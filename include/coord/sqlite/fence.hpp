@@ -21,21 +21,13 @@
 namespace coord::sqlite {
 
 template <class Clock>
-class fence_adapter {
+class fence_adapter : public coord::detail::fence_writes<fence_adapter<Clock>> {
+    friend class coord::detail::fence_writes<fence_adapter<Clock>>;
+
 public:
     explicit fence_adapter(detail::context<Clock>& ctx) noexcept : db_(ctx.db()) {}
 
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
-        return apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
-    }
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
-                                          std::string_view value) {
-        return apply(key, token, seq, [&](std::string& v) { v.assign(value); });
-    }
-    template <class F>
-    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
-        return apply(key, token, std::nullopt, std::forward<F>(fn));
-    }
+    // fence_write, fence_update: coord::detail::fence_writes, through fence_apply.
     result<fenced_value> fence_read(std::string_view key) {
         database::transaction t(db_, false);
         if (!t) return unexpected(*t.failed());
@@ -63,7 +55,7 @@ private:
     }
 
     template <class Assign>
-    result<void, write_error> apply(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
+    result<void, write_error> fence_apply(std::string_view key, fence_token token, std::optional<std::uint64_t> seq,
                                     Assign&& assign) {
         database::transaction t(db_, true);
         if (!t) return unexpected(write_error{*t.failed(), 0});

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "coord/clock.hpp"
+#include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/sqlite/connection.hpp"
 #include "coord/sqlite/context.hpp"
@@ -46,15 +47,16 @@ namespace coord::sqlite {
 
 /// SQLite as every store concept of coord.
 template <unix_clock Clock = system_clock>
-class basic_store : private detail::context<Clock>,
-                    public fence_adapter<Clock>,
-                    public lease_adapter<Clock>,
-                    public reservation_adapter<Clock>,
-                    public segment_adapter<Clock>,
-                    public ledger_adapter<Clock>,
-                    public session_adapter<Clock>,
-                    public revocation_adapter<Clock> {
-    using base = detail::context<Clock>;
+class basic_store : public coord::detail::engine_store<detail::context<Clock>,
+                                                       fence_adapter<Clock>,
+                                                       lease_adapter<Clock>,
+                                                       reservation_adapter<Clock>,
+                                                       segment_adapter<Clock>,
+                                                       ledger_adapter<Clock>,
+                                                       session_adapter<Clock>,
+                                                       revocation_adapter<Clock>> {
+    using base = typename basic_store::engine_store;
+    using base::engine;
 
 public:
     /// Opens or creates the database at `path` (every spelling and symbolic
@@ -64,26 +66,14 @@ public:
     /// file, has other hard links, is not a database, is corrupt, cannot be
     /// written, or its schema is newer. Nothing is ever reset.
     explicit basic_store(const std::filesystem::path& path, Clock clock = Clock{}, options opts = {})
-        : base(path, std::move(clock), opts),
-          fence_adapter<Clock>(engine()),
-          lease_adapter<Clock>(engine()),
-          reservation_adapter<Clock>(engine()),
-          segment_adapter<Clock>(engine()),
-          ledger_adapter<Clock>(engine()),
-          session_adapter<Clock>(engine()),
-          revocation_adapter<Clock>(engine()) {
-        if (auto m = migrate(base::db()); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
+        : base(path, std::move(clock), opts) {
+        if (auto m = migrate(engine().db()); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
     }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
 
     /// The database file's path, resolved.
-    const std::filesystem::path& path() const noexcept { return base::db().path(); }
+    const std::filesystem::path& path() const noexcept { return engine().db().path(); }
     /// The clock every expiry is judged on.
-    const Clock& clock() const noexcept { return base::clock(); }
-
-private:
-    base& engine() noexcept { return *this; }
+    const Clock& clock() const noexcept { return engine().clock(); }
 };
 
 /// The everyday SQLite store: every expiry judged on the system clock.

@@ -446,7 +446,9 @@ inline std::filesystem::path resolve_state_path(const std::filesystem::path& giv
 /// Thread safety: every member function may be called from any thread; a
 /// forked child may keep using the object (it reopens its lock file).
 template <unix_clock Clock = system_clock>
-class basic_file_store {
+class basic_file_store : public detail::fence_writes<basic_file_store<Clock>> {
+    friend class detail::fence_writes<basic_file_store<Clock>>;
+
 public:
     /// Opens the store at `path`, creating an empty one when the file does not
     /// exist (its directory must). Every spelling of one file (symbolic links
@@ -473,17 +475,7 @@ public:
 
     // fence_store ---------------------------------------------------------
 
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
-        return fence_apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
-    }
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
-                                          std::string_view value) {
-        return fence_apply(key, token, seq, [&](std::string& v) { v.assign(value); });
-    }
-    template <class F>
-    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
-        return fence_apply(key, token, std::nullopt, std::forward<F>(fn));
-    }
+    // fence_write, fence_update: detail::fence_writes, through fence_apply.
     result<fenced_value> fence_read(std::string_view key) {
         return transact<false, error>([&](detail::file_state& s, std::int64_t) -> result<fenced_value> {
             auto it = s.fences.find(key);

@@ -61,7 +61,9 @@ namespace coord {
 /// session_store and revocation_store.
 /// Thread safety: every member function may be called from any thread.
 template <clock Clock = steady_clock>
-class basic_memory_store {
+class basic_memory_store : public detail::fence_writes<basic_memory_store<Clock>> {
+    friend class detail::fence_writes<basic_memory_store<Clock>>;
+
 public:
     explicit basic_memory_store(Clock clock = Clock{}) : clock_(std::move(clock)) {
         if constexpr (!unix_clock<Clock>)
@@ -72,17 +74,7 @@ public:
 
     // fence_store ---------------------------------------------------------
 
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::string_view value) {
-        return fence_apply(key, token, std::nullopt, [&](std::string& v) { v.assign(value); });
-    }
-    result<void, write_error> fence_write(std::string_view key, fence_token token, std::uint64_t seq,
-                                          std::string_view value) {
-        return fence_apply(key, token, seq, [&](std::string& v) { v.assign(value); });
-    }
-    template <class F>
-    result<void, write_error> fence_update(std::string_view key, fence_token token, F&& fn) {
-        return fence_apply(key, token, std::nullopt, std::forward<F>(fn));
-    }
+    // fence_write, fence_update: detail::fence_writes, through fence_apply.
     result<fenced_value> fence_read(std::string_view key) const {
         std::lock_guard lk(fence_mutex_);
         auto it = fences_.find(key);

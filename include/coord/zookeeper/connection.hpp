@@ -235,6 +235,8 @@ public:
     }
     session(const session&) = delete;
     session& operator=(const session&) = delete;
+    /// The hosts and root it was opened with.
+    const address& where() const noexcept { return address_; }
     ~session() {
         std::vector<zhandle_t*> all;
         {

@@ -11,13 +11,16 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "coord/clock.hpp"
 #include "coord/detail/backoff.hpp"
+#include "coord/detail/options.hpp"
 #include "coord/zookeeper/connection.hpp"
 
 namespace coord::zookeeper::detail {
@@ -100,12 +103,35 @@ struct node {
 };
 
 /// The session, the paths and the clock, shared by the adapters of one store.
+/// The store's URL parsed; std::invalid_argument when it is malformed.
+inline address parsed(const std::string& url) {
+    auto a = parse_url(url);
+    if (!a) throw std::invalid_argument("coord: ZooKeeper URL '" + url + "' is malformed: " + a.error());
+    return *a;
+}
+
+/// The options, checked; std::invalid_argument naming one out of range.
+inline options checked(options o) {
+    coord::detail::check_timeout("coord::zookeeper::options::operation_timeout", o.operation_timeout);
+    coord::detail::check_timeout("coord::zookeeper::options::connect_timeout", o.connect_timeout);
+    coord::detail::check_timeout("coord::zookeeper::options::session_timeout", o.session_timeout);
+    if (o.max_request_bytes < 4096 || o.max_request_bytes > 64u * 1024 * 1024)
+        throw std::invalid_argument("coord::zookeeper::options::max_request_bytes must be 4 KiB to 64 MiB");
+    return o;
+}
+
 template <class Clock>
 class context {
 public:
     static constexpr bool test_clock = !std::is_same_v<Clock, server_clock>;
 
-    context(session& s, std::string root, const Clock& clock) : session_(s), root_(std::move(root)), clock_(clock) {}
+    /// Opens the session (the C client connects in the background; the
+    /// first request waits for it). Throws std::invalid_argument for a
+    /// malformed URL or an option out of range.
+    context(const std::string& url, Clock clock, options opts)
+        : session_(parsed(url), checked(std::move(opts))), root_(session_.where().root), clock_(std::move(clock)) {}
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
 
     /// A request of `bytes` (node data and paths) above the limit: refused
     /// before it is sent, since the ensemble would drop the connection.
@@ -308,9 +334,9 @@ public:
     }
 
 private:
-    session& session_;
+    session session_;
     std::string root_;
-    const Clock& clock_;
+    Clock clock_;
 };
 
 }  // namespace coord::zookeeper::detail

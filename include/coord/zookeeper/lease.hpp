@@ -88,21 +88,9 @@ public:
         auto k = recall(name);
         using R = result<lease, lease_error>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
-            if (!k) {
-                auto n = read(p);
-                if (!n) return R(failed(n.error()));
-                k = *n;
-            }
-            if (!holds(*k, owner, token)) {
-                if (attempt == 0 && recall(name)) {
-                    forget(name);
-                    k.reset();
-                    return std::nullopt;
-                }
-                auto now = ctx_.now_ns();
-                if (!now) return R(failed(now.error()));
-                return R(refusal(coord::errc::not_lease_holder, *k, *now));
-            }
+            auto h = held_by(p, name, k, owner, token, attempt);
+            if (!h) return R(unexpected(h.error()));
+            if (*h == step::read_again) return std::nullopt;
             const std::int64_t ends = k->expires_ns();
             if constexpr (detail::context<Clock>::test_clock) {
                 auto now = ctx_.now_ns();
@@ -140,21 +128,9 @@ public:
         auto k = recall(name);
         using R = result<void, lease_error>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int attempt) -> std::optional<R> {
-            if (!k) {
-                auto n = read(p);
-                if (!n) return R(unexpected(failed(n.error()).error()));
-                k = *n;
-            }
-            if (!holds(*k, owner, token)) {
-                if (attempt == 0 && recall(name)) {
-                    forget(name);
-                    k.reset();
-                    return std::nullopt;
-                }
-                auto now = ctx_.now_ns();
-                if (!now) return R(unexpected(failed(now.error()).error()));
-                return R(unexpected(refusal(coord::errc::not_lease_holder, *k, *now).error()));
-            }
+            auto h = held_by(p, name, k, owner, token, attempt);
+            if (!h) return R(unexpected(h.error()));
+            if (*h == step::read_again) return std::nullopt;
             rec_t next = k->rec;
             next.token = k->token();
             next.held = false;
@@ -243,6 +219,28 @@ private:
             e.expires_at = std::chrono::nanoseconds{k.expires_ns()};
         }
         return unexpected(std::move(e));
+    }
+
+    enum class step { go_on, read_again };
+    // Renew's and release's first step: the record as known (recalled, else
+    // read), checked to be (owner, token)'s. read_again: what was recalled
+    // refused them but may be old; the caller reads it again.
+    result<step, lease_error> held_by(const std::string& p, std::string_view name, std::optional<known>& k,
+                                      std::string_view owner, fence_token token, int attempt) {
+        if (!k) {
+            auto n = read(p);
+            if (!n) return unexpected(failed(n.error()).error());
+            k = *n;
+        }
+        if (holds(*k, owner, token)) return step::go_on;
+        if (attempt == 0 && recall(name)) {
+            forget(name);
+            k.reset();
+            return step::read_again;
+        }
+        auto now = ctx_.now_ns();
+        if (!now) return unexpected(failed(now.error()).error());
+        return unexpected(refusal(coord::errc::not_lease_holder, *k, *now).error());
     }
 
     void remember(std::string_view name, const known& k) {

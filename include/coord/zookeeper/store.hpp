@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "coord/detail/options.hpp"
+#include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
 #include "coord/zookeeper/connection.hpp"
 #include "coord/zookeeper/context.hpp"
@@ -38,70 +39,36 @@
 
 namespace coord::zookeeper {
 
-namespace detail {
-inline address parsed(const std::string& url) {
-    auto a = parse_url(url);
-    if (!a) throw std::invalid_argument("coord: ZooKeeper URL '" + url + "' is malformed: " + a.error());
-    return *a;
-}
-inline options checked(options o) {
-    using std::chrono::milliseconds;
-    coord::detail::check_timeout("coord::zookeeper::options::operation_timeout", o.operation_timeout);
-    coord::detail::check_timeout("coord::zookeeper::options::connect_timeout", o.connect_timeout);
-    coord::detail::check_timeout("coord::zookeeper::options::session_timeout", o.session_timeout);
-    if (o.max_request_bytes < 4096 || o.max_request_bytes > 64u * 1024 * 1024)
-        throw std::invalid_argument("coord::zookeeper::options::max_request_bytes must be 4 KiB to 64 MiB");
-    return o;
-}
-template <class Clock>
-struct store_base {
-    store_base(const std::string& url, Clock clock, options opts)
-        : address_(parsed(url)), session_(address_, checked(opts)), clock_(std::move(clock)), context_(session_, address_.root, clock_) {}
-    address address_;
-    session session_;
-    Clock clock_;
-    context<Clock> context_;
-};
-}  // namespace detail
-
 /// ZooKeeper as the store concepts it serves. Clock: server_clock
 /// (production: terms judged on the ensemble's stamps) or a test clock whose
 /// readings are written with each lease record.
 template <class Clock = server_clock>
-class basic_store : private detail::store_base<Clock>,
-                    public fence_adapter<Clock>,
-                    public lease_adapter<Clock>,
-                    public ledger_adapter<Clock>,
-                    public reservation_adapter<Clock>,
-                    public segment_adapter<Clock> {
-    using base = detail::store_base<Clock>;
+class basic_store : public coord::detail::engine_store<detail::context<Clock>,
+                                                       fence_adapter<Clock>,
+                                                       lease_adapter<Clock>,
+                                                       ledger_adapter<Clock>,
+                                                       reservation_adapter<Clock>,
+                                                       segment_adapter<Clock>> {
+    using base = typename basic_store::engine_store;
+    using base::engine;
 
 public:
     /// Opens a session and creates the root's nodes when missing. Throws
     /// std::invalid_argument when `url` is malformed (parse_url) or an option
     /// is out of range; store_error when no session could be established.
     explicit basic_store(const std::string& url, Clock clock = Clock{}, options opts = {})
-        : base(url, std::move(clock), std::move(opts)),
-          fence_adapter<Clock>(base::context_),
-          lease_adapter<Clock>(base::context_),
-          ledger_adapter<Clock>(base::context_),
-          reservation_adapter<Clock>(base::context_),
-          segment_adapter<Clock>(base::context_),
-          session_leases_(base::context_),
-          url_(url) {
-        if (auto t = base::context_.ensure_tree(); !t)
+        : base(url, std::move(clock), std::move(opts)), session_leases_(engine()), url_(url) {
+        if (auto t = engine().ensure_tree(); !t)
             throw store_error(t.error(), "coord: ZooKeeper at " + url + ": " + t.error().detail());
     }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
 
     /// Leases bound to this store object's session (a lease_store).
     session_lease_adapter<Clock>& session_bound() noexcept { return session_leases_; }
 
     /// The ensemble's clock now, in ns (its stamp on ROOT/clock).
-    result<std::int64_t> server_now_ns() { return base::context_.now_ns(); }
+    result<std::int64_t> server_now_ns() { return engine().now_ns(); }
     /// The session timeout the ensemble negotiated (the term of session-bound leases).
-    std::chrono::milliseconds session_timeout() { return base::session_.negotiated_timeout(); }
+    std::chrono::milliseconds session_timeout() { return engine().zk().negotiated_timeout(); }
 
     const std::string& url() const noexcept { return url_; }
 
