@@ -2,7 +2,8 @@
 // bench/engine_bench.hpp: what the engines' benchmarks share: the server's
 // address from the environment (the bench fails without it), the loops that
 // time a fenced write, a lease acquire + release and a segment generator on
-// any store, each beside a floor registered in the engine's own binary.
+// any store, each beside a floor registered in the engine's own binary, and
+// the keeper's renewal work per held lease.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -12,9 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/keeper.hpp"
 #include "coord/segment.hpp"
 
 namespace coord::bench {
@@ -77,6 +80,8 @@ public:
     void report(benchmark::State& state) const {
         if (floor_ > 0) state.counters["x_floor"] = op_ / floor_;
     }
+    /// The operations' time so far, in seconds.
+    double op_seconds() const noexcept { return op_; }
 
 private:
     bool flip_ = false;
@@ -145,6 +150,64 @@ void segment_next(benchmark::State& state, Store& s) {
     }
     state.SetItemsProcessed(state.iterations());
     state.counters["refused"] = static_cast<double>(refused);
+}
+
+/// The keeper's renewal work: a keeper holds `n` leases (terms of 30 s) and
+/// its renewals run through service() as the holder's clock (a manual
+/// clock: no waiting) passes each third of the term, so one iteration is one
+/// round of n renewals; beside it, n bare lease_renew calls on n other
+/// leases (x_floor: the keeper's time over the bare calls'). Counters:
+/// leases; calls_per_lease_s, store calls per held lease per second of
+/// real time at this term (renewals counted over the term time simulated:
+/// 3 / 30 s = 0.1 by design, measured); us_per_renewal, the keeper's time
+/// per lease renewal (what holding a lease costs the holder's CPU, the
+/// store call included).
+template <class Store>
+void keeper_renewals(benchmark::State& state, Store& s, const std::string& prefix) {
+    using namespace std::chrono_literals;
+    const int n = static_cast<int>(state.range(0));
+    coord::manual_clock holder{std::chrono::hours{1}};
+    coord::keeper_options o;
+    o.own_thread = false;
+    coord::basic_keeper<Store, coord::manual_clock> keeper{s, o, holder};
+    std::vector<typename coord::basic_keeper<Store, coord::manual_clock>::held_lease> held;
+    std::vector<coord::lease> bare;
+    const std::string run = prefix + std::to_string(next_token().fetch_add(1)) + "-";
+    for (int i = 0; i < n; ++i) {
+        std::string name = run + "k" + std::to_string(i);
+        auto h = keeper.hold(name, "bench", 30s);
+        if (!h) fail("keeper hold", h.error().code);
+        held.push_back(std::move(*h));
+        name = run + "f" + std::to_string(i);
+        auto b = s.lease_acquire(name, "bench", std::chrono::nanoseconds{30s});
+        if (!b) fail("lease_acquire", b.error().code);
+        bare.push_back(std::move(*b));
+    }
+    beside_floor b;
+    std::size_t next = 0;
+    auto floor = [&] {
+        const auto& l = bare[next++ % bare.size()];
+        auto r = s.lease_renew(l.name, l.owner, l.token, std::chrono::nanoseconds{30s});
+        if (!r) fail("lease_renew", r.error().code);
+    };
+    std::int64_t rounds = 0;
+    for (auto _ : state) {
+        holder.advance(10s);  // a third of the term: every lease is due
+        b.iteration(state, floor, [&] { keeper.service(); }, n);
+        ++rounds;
+    }
+    b.report(state);
+    std::uint64_t renewals = 0;
+    for (const auto& h : held) {
+        if (!h.valid()) fail("keeper", coord::error(coord::make_error_code(coord::errc::lease_lost)));
+        renewals += h.renewals();
+    }
+    state.counters["leases"] = n;
+    if (rounds > 0) {
+        state.counters["calls_per_lease_s"] = static_cast<double>(renewals) / n / (static_cast<double>(rounds) * 10.0);
+        if (renewals > 0) state.counters["us_per_renewal"] = b.op_seconds() * 1e6 / static_cast<double>(renewals);
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(renewals));
 }
 
 }  // namespace coord::bench

@@ -96,6 +96,11 @@ void BM_Redis_SegmentAllocate(benchmark::State& state) {
 }
 BENCHMARK(BM_Redis_SegmentAllocate)->UseManualTime();
 
+// The keeper holding 1, 100 and 1,000 leases: renewal work per held lease
+// beside bare lease_renew calls (coord::bench::keeper_renewals).
+void BM_Redis_KeeperRenewals(benchmark::State& state) { coord::bench::keeper_renewals(state, single(), "bench-keeper-"); }
+BENCHMARK(BM_Redis_KeeperRenewals)->Arg(1)->Arg(100)->Arg(1000)->UseManualTime();
+
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;
     coord::bench::segment_next(state, s);

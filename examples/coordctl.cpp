@@ -17,6 +17,8 @@
 //   coordctl lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait D]
 //   coordctl lease renew   --store S --name N --owner O [--token T]
 //   coordctl lease hold    --store S --name N --ttl D [--owner O] [--wait D] [--grace D] -- COMMAND [ARGS...]
+//   coordctl elect --store S --name N --ttl D [--candidate C] [--grace D] -- COMMAND [ARGS...]
+//   coordctl leader --store S --name N [--watch]
 //   coordctl lease release --store S --name N --owner O [--token T]
 //   coordctl snowflake next [--node N] [-n COUNT] [--state S]
 //   coordctl snowflake decode ID
@@ -59,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "coord/election.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/keeper.hpp"
@@ -104,6 +107,9 @@ constexpr const char* usage_text =
     "                 COORD_FENCE_TOKEN; exits with COMMAND's status; lost: COMMAND's group gets SIGTERM, SIGKILL\n"
     "                 after --grace (default 10s), exit 3; not granted: exit 3, COMMAND not started)\n"
     "  lease release --store S --name N --owner O [--token T]\n"
+    "  elect --store S --name N --ttl D [--candidate C] [--grace D] -- COMMAND [ARGS...]\n"
+    "                (campaigns until leader, then runs COMMAND while leader, as lease hold)\n"
+    "  leader --store S --name N [--watch]   (leader=C token=T, or none; --watch: a line per change)\n"
     "  snowflake next [--node N] [-n COUNT] [--state S]\n"
     "                (--state: any store, where the node's lease and the reserved time live; without it,\n"
     "                 IDs are unique only within one invocation)\n"
@@ -892,6 +898,45 @@ int stop_child(process_launcher::handle& child, std::chrono::milliseconds grace)
     }
 }
 
+/// Runs COMMAND while `held` is valid, with the lease in its environment
+/// (lease hold and elect): COMMAND's status when it exits (the lease
+/// released); exit 3 when the lease was lost (COMMAND stopped); 128 + the
+/// signal on SIGTERM/SIGINT (COMMAND stopped, the lease released).
+template <class Held>
+int run_while_held(Held& held, process_launcher& launcher, std::chrono::milliseconds grace) {
+    const std::string name = held.name();
+    auto child = launcher.start({{"COORD_LEASE_NAME", name},
+                                 {"COORD_LEASE_OWNER", held.owner()},
+                                 {"COORD_FENCE_TOKEN", std::to_string(held.token())}});
+    auto release = [&] {
+        auto r = held.release();
+        if (!r)
+            std::fprintf(stderr, "coordctl: releasing %s: %s (its term ends on its own)\n", printable(name).c_str(),
+                         r.error().code.message().c_str());
+    };
+    for (;;) {
+        if (auto st = child.poll()) {
+            release();
+            return *st < 0 ? 128 - *st : *st;
+        }
+        if (!held.valid()) {
+            const auto why = held.why_lost();
+            std::fprintf(stderr, "coordctl: lost %s (token %llu): %s; stopping COMMAND\n", printable(name).c_str(),
+                         static_cast<unsigned long long>(held.token()),
+                         why ? why->message().c_str() : "no renewal was answered before the safe deadline");
+            (void)stop_child(child, grace);
+            (void)held.release();  // refused when another holder has it: theirs stays
+            return exit_refused;
+        }
+        if (cron_stop.load()) {
+            (void)stop_child(child, grace);
+            release();
+            return 128 + hold_signal.load();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    }
+}
+
 /// coordctl lease hold: takes the lease (waiting up to --wait with the
 /// queued acquire where the store has one), runs COMMAND with the lease in
 /// its environment while a keeper renews it, and releases it when COMMAND
@@ -937,37 +982,80 @@ int lease_hold(const std::vector<std::string_view>& all) {
             return infra(store, e.code);
         }
         if (cron_stop.load()) return 128 + hold_signal.load();
-        auto child = launcher.start({{"COORD_LEASE_NAME", name},
-                                     {"COORD_LEASE_OWNER", owner},
-                                     {"COORD_FENCE_TOKEN", std::to_string(held->token())}});
+        return run_while_held(*held, launcher, grace);
+    });
+}
+
+/// coordctl elect: campaigns for leadership of --name until granted (or
+/// SIGTERM/SIGINT), then runs COMMAND while leader, as lease hold does.
+int elect(const std::vector<std::string_view>& all) {
+    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
+    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("elect needs -- COMMAND [ARGS...]");
+    std::vector<std::string> command(dashes + 1, all.end());
+    options o({all.begin(), dashes}, {"store", "name", "candidate", "ttl", "grace"});
+    const auto& name = name_option(o, "name");
+    const std::string candidate = o.has("candidate") ? name_option(o, "candidate") : coord::unique_owner();
+    const auto ttl = o.duration("ttl");
+    if (ttl < std::chrono::milliseconds{100}) throw usage_error("--ttl must be 100ms to 24h for elect");
+    const auto grace = o.has("grace") ? o.duration("grace", std::chrono::hours{1}, true) : std::chrono::milliseconds{10'000};
+    process_launcher launcher{command};
+    on_stop_signals(hold_on_signal);
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        coord::basic_keeper<Store> keeper{store};
+        coord::basic_election election{keeper, name};
+        std::fprintf(stderr, "coordctl elect: %s campaigns for %s\n", printable(candidate).c_str(), printable(name).c_str());
         for (;;) {
-            if (auto st = child.poll()) {
-                auto r = held->release();
-                if (!r)
-                    std::fprintf(stderr, "coordctl lease hold: releasing %s: %s (its term ends on its own)\n",
-                                 printable(name).c_str(), r.error().code.message().c_str());
-                return *st < 0 ? 128 - *st : *st;
+            if (cron_stop.load()) return 128 + hold_signal.load();
+            // In steps of a second, so that a signal is seen while waiting.
+            auto lead = election.campaign(candidate, ttl, std::chrono::steady_clock::now() + std::chrono::seconds{1});
+            if (!lead) {
+                if (lead.error() == coord::errc::lease_held) continue;
+                return infra(store, lead.error().code);
             }
-            if (!held->valid()) {
-                const auto why = held->why_lost();
-                std::fprintf(stderr, "coordctl lease hold: lost %s (token %llu): %s; stopping COMMAND\n",
-                             printable(name).c_str(), static_cast<unsigned long long>(held->token()),
-                             why ? why->message().c_str()
-                                 : "no renewal was answered before the safe deadline");
-                (void)stop_child(child, grace);
-                (void)held->release();  // refused when another holder has it: theirs stays
-                return exit_refused;
-            }
-            if (cron_stop.load()) {
-                (void)stop_child(child, grace);
-                auto r = held->release();
-                if (!r)
-                    std::fprintf(stderr, "coordctl lease hold: releasing %s: %s (its term ends on its own)\n",
-                                 printable(name).c_str(), r.error().code.message().c_str());
-                return 128 + hold_signal.load();
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds{5});
+            if (cron_stop.load()) return 128 + hold_signal.load();
+            std::fprintf(stderr, "coordctl elect: %s leads %s, term %llu\n", printable(candidate).c_str(),
+                         printable(name).c_str(), static_cast<unsigned long long>(lead->token()));
+            return run_while_held(*lead, launcher, grace);
         }
+    });
+}
+
+/// coordctl leader: who leads --name (leader=C token=T, or none); with
+/// --watch, a line at every change until SIGTERM/SIGINT.
+int leader(const std::vector<std::string_view>& args) {
+    options o(args, {"store", "name"}, {"watch"});
+    const auto& name = name_option(o, "name");
+    const bool watch = o.has("watch");
+    on_stop_signals(hold_on_signal);
+    return with_store(o, [&](auto& store) -> int {
+        using Store = std::remove_reference_t<decltype(store)>;
+        coord::keeper_options no_thread;  // leader only reads
+        no_thread.own_thread = false;
+        coord::basic_keeper<Store> keeper{store, no_thread};
+        coord::basic_election election{keeper, name};
+        auto show = [](const std::optional<coord::leader_info>& l) {
+            if (l)
+                std::printf("leader=%s token=%llu\n", printable(l->candidate).c_str(),
+                            static_cast<unsigned long long>(l->term));
+            else
+                std::puts("none");
+            std::fflush(stdout);
+        };
+        auto now = election.leader();
+        if (!now) return infra(store, now.error());
+        show(*now);
+        if (!watch) return exit_ok;
+        std::optional<coord::fence_token> known = *now ? std::optional<coord::fence_token>((*now)->term) : std::nullopt;
+        while (!cron_stop.load()) {
+            auto next = election.observe(known, std::chrono::steady_clock::now() + std::chrono::milliseconds{500});
+            if (!next) return infra(store, next.error());
+            const std::optional<coord::fence_token> term =
+                *next ? std::optional<coord::fence_token>((*next)->term) : std::nullopt;
+            if (term != known) show(*next);
+            known = term;
+        }
+        return exit_ok;
     });
 }
 
@@ -1285,6 +1373,8 @@ int store_command(std::string_view verb, const std::vector<std::string_view>& ar
 
 int run(const std::vector<std::string_view>& argv) {
     if (!argv.empty() && argv[0] == "uuid7") return uuid7_command({argv.begin() + 1, argv.end()});
+    if (!argv.empty() && argv[0] == "elect") return elect({argv.begin() + 1, argv.end()});
+    if (!argv.empty() && argv[0] == "leader") return leader({argv.begin() + 1, argv.end()});
     if (argv.size() < 2) throw usage_error("missing command");
     const auto primitive = argv[0];
     const auto verb = argv[1];

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/keeper.hpp: holding a lease. A keeper takes leases, renews them in
-// the background, and says the moment it can no longer vouch that its
-// holder still owns one.
+// the background (one thread per keeper renews every lease it holds, a
+// second only watches their safe deadlines), and says the moment it can no
+// longer vouch that its holder still owns one.
 //
 //   coord::memory_store store;
 //   coord::basic_keeper keeper{store};
@@ -161,6 +162,20 @@ struct keeper_core {
         tell(keeper_event::kind::lost, *e, std::move(why));
     }
 
+    // Marks `e` lost when its safe deadline has passed (checked under its
+    // lock, so that a renewal answered just before is never undone).
+    bool lose_if_overdue(const std::shared_ptr<entry>& e) {
+        {
+            std::lock_guard lk(e->m);
+            if (e->released || e->why_lost) return e->why_lost.has_value();
+            if (clock.now() < e->safe_until) return false;
+        }
+        lose(e, error(make_error_code(errc::lease_lost),
+                      "no renewal was answered before the safe deadline (the term less the clock-drift "
+                      "allowance, from when the last renewal was sent)"));
+        return true;
+    }
+
     void tell(keeper_event::kind what, const entry& e, error why) {
         if (!opt.on_event) return;
         keeper_event ev{what, e.name, e.owner, e.token, std::move(why)};
@@ -172,19 +187,10 @@ struct keeper_core {
 
     // Renews `e` when due; marks it lost when it can no longer be vouched for.
     void service(const std::shared_ptr<entry>& e) {
-        bool past_deadline = false;
+        if (lose_if_overdue(e)) return;
         {
             std::lock_guard lk(e->m);
-            if (e->released || e->why_lost) return;
-            const auto now = clock.now();
-            past_deadline = now >= e->safe_until;
-            if (!past_deadline && now < e->next_renewal) return;
-        }
-        if (past_deadline) {
-            lose(e, error(make_error_code(errc::lease_lost),
-                          "no renewal was answered before the safe deadline (the term less the clock-drift "
-                          "allowance, from when the last renewal was sent)"));
-            return;
+            if (e->released || e->why_lost || clock.now() < e->next_renewal) return;
         }
         const auto sent = clock.now();
         auto r = store->lease_renew(e->name, e->owner, e->token, e->ttl);
@@ -216,13 +222,15 @@ struct keeper_core {
         return held;
     }
 
-    // The next instant something is due: a renewal or a safe deadline.
-    typename Steady::time_point next_due() {
+    // The next instant something is due: a renewal or a safe deadline (or
+    // only a safe deadline).
+    typename Steady::time_point next_due(bool deadlines_only = false) {
         auto due = Steady::time_point::max();
         for (const auto& e : snapshot()) {
             std::lock_guard lk(e->m);
             if (e->released || e->why_lost) continue;
-            due = std::min({due, e->next_renewal, e->safe_until});
+            due = std::min(due, e->safe_until);
+            if (!deadlines_only) due = std::min(due, e->next_renewal);
         }
         return due;
     }
@@ -231,7 +239,7 @@ struct keeper_core {
         {
             std::lock_guard lk(m);
             held.push_back(std::move(e));
-            changed = true;
+            ++version;
         }
         cv.notify_all();
     }
@@ -247,7 +255,7 @@ struct keeper_core {
     std::mutex m;
     std::condition_variable cv;
     bool stopping = false;
-    bool changed = false;
+    std::uint64_t version = 0;  // moves when a lease is added
     std::vector<std::shared_ptr<entry>> held;
 };
 
@@ -361,8 +369,9 @@ private:
     std::shared_ptr<entry> e_;
 };
 
-/// Takes leases and keeps them: one thread per keeper renews every lease it
-/// holds (or service(), see keeper_options::own_thread). The store must
+/// Takes leases and keeps them: two threads per keeper, however many leases
+/// it holds (one renews, one watches the safe deadlines; or service(), see
+/// keeper_options::own_thread). The store must
 /// outlive the keeper and every lease it handed out.
 template <lease_store Store, monotonic_clock Steady = steady_clock>
 class basic_keeper;
@@ -378,7 +387,10 @@ public:
     /// Throws std::invalid_argument for an option out of range.
     explicit basic_keeper(Store& store, keeper_options opt = {}, Steady clock = Steady{})
         : core_(std::make_shared<core>(store, checked(std::move(opt)), std::move(clock))) {
-        if (core_->opt.own_thread) thread_ = std::thread([c = core_] { run(*c); });
+        if (core_->opt.own_thread) {
+            renewer_ = std::thread([c = core_] { run(*c, false); });
+            watcher_ = std::thread([c = core_] { run(*c, true); });
+        }
     }
     basic_keeper(const basic_keeper&) = delete;
     basic_keeper& operator=(const basic_keeper&) = delete;
@@ -390,7 +402,8 @@ public:
             core_->stopping = true;
         }
         core_->cv.notify_all();
-        if (thread_.joinable()) thread_.join();
+        if (renewer_.joinable()) renewer_.join();
+        if (watcher_.joinable()) watcher_.join();
         for (const auto& e : core_->snapshot())
             core_->lose(e, error(make_error_code(errc::lease_lost), "the keeper that renewed it ended"));
     }
@@ -430,6 +443,9 @@ public:
     /// nothing is held). With own_thread, the keeper's thread calls it;
     /// without, the application does, no later than the instant returned.
     typename Steady::time_point service() { return service(*core_); }
+
+    /// The store the keeper's leases live in.
+    Store& store() noexcept { return *core_->store; }
 
     /// How many leases the keeper holds now.
     std::size_t size() {
@@ -478,17 +494,27 @@ private:
         return c.next_due();
     }
 
-    // The keeper's thread: services what is due, then waits for the next due
-    // instant, a new lease, or the end. The wait is on the steady clock;
-    // a Steady that is not std's steady clock (a test clock) is re-read at
-    // least every 10 ms of real time.
-    static void run(core& c) {
+    // The keeper's two threads. The renewer services what is due (renewals,
+    // which may wait on the store up to its call timeout). The watcher only
+    // marks leases lost at their safe deadlines, so that lost() is requested
+    // on time even while a renewal waits on a store that does not answer.
+    // Each waits for its next due instant, a new lease, or the end; the wait
+    // is on std's steady clock, and a Steady that is not (a test clock) is
+    // read again at least every 10 ms of real time.
+    static void run(core& c, bool watcher) {
+        std::uint64_t seen = 0;
         for (;;) {
-            const auto due = service(c);
+            typename Steady::time_point due;
+            if (watcher) {
+                for (const auto& e : c.snapshot()) c.lose_if_overdue(e);
+                due = c.next_due(true);
+            } else {
+                due = service(c);
+            }
             std::unique_lock lk(c.m);
             if (c.stopping) return;
-            if (c.changed) {
-                c.changed = false;
+            if (c.version != seen) {
+                seen = c.version;
                 continue;
             }
             const auto now = c.clock.now();
@@ -499,13 +525,14 @@ private:
                        std::chrono::microseconds{100};
             if constexpr (!std::is_same_v<Steady, steady_clock>)
                 wait = std::min<std::chrono::steady_clock::duration>(wait, std::chrono::milliseconds{10});
-            c.cv.wait_for(lk, wait, [&] { return c.stopping || c.changed; });
+            c.cv.wait_for(lk, wait, [&] { return c.stopping || c.version != seen; });
             if (c.stopping) return;
         }
     }
 
     std::shared_ptr<core> core_;
-    std::thread thread_;
+    std::thread renewer_;
+    std::thread watcher_;
 };
 
 }  // namespace coord

@@ -8,9 +8,13 @@
 # (SIGSTOP) past its term while another process takes the name finds on
 # waking that it lost, stops COMMAND and exits 3; SIGTERM to coordctl stops
 # COMMAND and releases; bad usage is exit 2.
-# Usage: coordctl_lease_hold_test.sh COORDCTL STORE (file: a scratch file)
+# With SERVER_PID_FILE (a one-process server: Redis), also: the server
+# stopped (SIGSTOP) under a holder: the holder stops COMMAND by its safe
+# deadline, before the store's term ends, and the next holder, granted after
+# the server resumes, is never overlapped by the old COMMAND.
+# Usage: coordctl_lease_hold_test.sh COORDCTL STORE [SERVER_PID_FILE] (STORE file: a scratch file)
 set -u
-ctl="$1"; store="$2"
+ctl="$1"; store="$2"; server_pid_file="${3:-}"
 dir=$(mktemp -d /tmp/coord-hold-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 err="$dir/err"
@@ -77,7 +81,27 @@ kill -0 "$(cat "$dir/child2")" 2>/dev/null && fail "COMMAND still runs after SIG
 out=$("$ctl" lease acquire --store "$store" --name "$run-t" --owner after --ttl 1000); rc=$?
 [ "$rc" = 0 ] || fail "the lease was released on SIGTERM: rc=$rc '$out'"
 
-# 6. Bad usage: exit 2, nothing started.
+# 6. The server stopped under the holder (a one-process server only).
+if [ -n "$server_pid_file" ]; then
+  server=$(cat "$server_pid_file")
+  "$ctl" lease hold --store "$store" --name "$run-s" --ttl 1s --grace 1s --timeout 5s -- \
+    bash -c 'echo $$ > "$0"; trap "exit 0" TERM; while :; do sleep 0.02; done' "$dir/child3" 2>"$err" &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$dir/child3" ] && break; sleep 0.05; done
+  kill -STOP "$server"
+  wait "$pid"; rc=$?   # the safe deadline passes while the server is stopped
+  kill -0 "$(cat "$dir/child3")" 2>/dev/null && fail "COMMAND still runs after its holder lost the lease"
+  kill -CONT "$server"
+  [ "$rc" = 3 ] || fail "a holder whose server stopped exits 3: got $rc ($(cat "$err"))"
+  grep -q "lost $run-s" "$err" || fail "the loss is said on standard error: $(cat "$err")"
+  for _ in $(seq 200); do
+    out=$("$ctl" lease acquire --store "$store" --name "$run-s" --owner next --ttl 60000) && break
+    sleep 0.05
+  done
+  [[ "$out" =~ ^token= ]] || fail "the next holder is granted after the server resumes: '$out'"
+fi
+
+# 7. Bad usage: exit 2, nothing started.
 expect 2 "" -- lease hold --store "$store" --name "$run-u" --ttl 1s
 expect 2 "" -- lease hold --store "$store" --name "$run-u" --ttl 50ms -- touch "$dir/bad"
 expect 2 "" -- lease hold --store "$store" --name "$run-u" --ttl 1s --grace soon -- touch "$dir/bad"
