@@ -937,6 +937,17 @@ int run_while_held(Held& held, process_launcher& launcher, std::chrono::millisec
     }
 }
 
+/// --ttl of a lease a keeper holds for COMMAND: 100 ms to 24 h.
+std::chrono::milliseconds kept_ttl(const options& o, const char* command) {
+    const auto ttl = o.duration("ttl");
+    if (ttl < std::chrono::milliseconds{100}) throw usage_error(std::string("--ttl must be 100ms to 24h for ") + command);
+    return ttl;
+}
+/// --grace: how long COMMAND has between SIGTERM and SIGKILL (default 10 s).
+std::chrono::milliseconds grace_of(const options& o) {
+    return o.has("grace") ? o.duration("grace", std::chrono::hours{1}, true) : std::chrono::milliseconds{10'000};
+}
+
 /// coordctl lease hold: takes the lease (waiting up to --wait with the
 /// queued acquire where the store has one), runs COMMAND with the lease in
 /// its environment while a keeper renews it, and releases it when COMMAND
@@ -952,10 +963,9 @@ int lease_hold(const std::vector<std::string_view>& all) {
     options o({all.begin(), dashes}, {"store", "name", "owner", "ttl", "wait", "grace"});
     const auto& name = name_option(o, "name");
     const std::string owner = o.has("owner") ? name_option(o, "owner") : coord::unique_owner();
-    const auto ttl = o.duration("ttl");
-    if (ttl < std::chrono::milliseconds{100}) throw usage_error("--ttl must be 100ms to 24h for lease hold");
+    const auto ttl = kept_ttl(o, "lease hold");
     const auto wait = o.has("wait") ? o.duration("wait") : std::chrono::milliseconds{0};
-    const auto grace = o.has("grace") ? o.duration("grace", std::chrono::hours{1}, true) : std::chrono::milliseconds{10'000};
+    const auto grace = grace_of(o);
     process_launcher launcher{command};
     on_stop_signals(hold_on_signal);
     return with_store(o, [&](auto& store) -> int {
@@ -995,9 +1005,8 @@ int elect(const std::vector<std::string_view>& all) {
     options o({all.begin(), dashes}, {"store", "name", "candidate", "ttl", "grace"});
     const auto& name = name_option(o, "name");
     const std::string candidate = o.has("candidate") ? name_option(o, "candidate") : coord::unique_owner();
-    const auto ttl = o.duration("ttl");
-    if (ttl < std::chrono::milliseconds{100}) throw usage_error("--ttl must be 100ms to 24h for elect");
-    const auto grace = o.has("grace") ? o.duration("grace", std::chrono::hours{1}, true) : std::chrono::milliseconds{10'000};
+    const auto ttl = kept_ttl(o, "elect");
+    const auto grace = grace_of(o);
     process_launcher launcher{command};
     on_stop_signals(hold_on_signal);
     return with_store(o, [&](auto& store) -> int {
