@@ -894,7 +894,7 @@ int stop_child(process_launcher::handle& child, std::chrono::milliseconds grace)
     for (;;) {
         if (auto st = child.poll()) return *st < 0 ? 128 - *st : *st;
         if (std::chrono::steady_clock::now() >= kill_at) child.kill();
-        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // a lost lease is acted on within 20 ms
     }
 }
 
@@ -933,7 +933,7 @@ int run_while_held(Held& held, process_launcher& launcher, std::chrono::millisec
             release();
             return 128 + hold_signal.load();
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});  // a lost lease is acted on within 20 ms
     }
 }
 
