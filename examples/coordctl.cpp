@@ -915,11 +915,14 @@ int run_while_held(Held& held, process_launcher& launcher, std::chrono::millisec
                          r.error().code.message().c_str());
     };
     for (;;) {
-        if (auto st = child.poll()) {
-            release();
-            return *st < 0 ? 128 - *st : *st;
-        }
-        if (!held.valid()) {
+        // Validity first: a COMMAND that ended after the lease was lost may
+        // have run without it, which is reported as the loss (exit 3).
+        if (held.valid()) {
+            if (auto st = child.poll()) {
+                release();
+                return *st < 0 ? 128 - *st : *st;
+            }
+        } else {
             const auto why = held.why_lost();
             std::fprintf(stderr, "coordctl: lost %s (token %llu): %s; stopping COMMAND\n", printable(name).c_str(),
                          static_cast<unsigned long long>(held.token()),
