@@ -23,14 +23,17 @@ err="$dir/err"
 run="hold-$$-$RANDOM"
 
 # 1. The lease in COMMAND's environment, renewed over many terms, COMMAND's status, released after.
+# COMMAND runs until the test says it may end (the file "done"), so that every
+# rival below asks while it still runs.
 "$ctl" lease hold --store "$store" --name "$run" --ttl 1s -- \
-  bash -c 'echo "$COORD_LEASE_NAME $COORD_LEASE_OWNER $COORD_FENCE_TOKEN" > "$0"; sleep 5; exit 7' "$dir/env" 2>"$err" &
+  bash -c 'echo "$COORD_LEASE_NAME $COORD_LEASE_OWNER $COORD_FENCE_TOKEN" > "$0"; until [ -e "$0.done" ]; do sleep 0.05; done; exit 7' "$dir/env" 2>"$err" &
 pid=$!
 for i in 1 2 3 4 5 6 7 8; do
   sleep 0.5
   out=$("$ctl" lease acquire --store "$store" --name "$run" --owner rival --ttl 60000); rc=$?
   [ "$rc" = 3 ] || fail "a rival at $i x 0.5 s (ttl 1 s, renewed): rc=$rc '$out'"
 done
+touch "$dir/env.done"
 wait "$pid"; rc=$?
 [ "$rc" = 7 ] || fail "lease hold exits with COMMAND's status 7: got $rc ($(cat "$err"))"
 read -r name owner token < "$dir/env"
