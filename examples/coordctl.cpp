@@ -748,6 +748,16 @@ int schedule_command(std::string_view verb, const std::vector<std::string_view>&
 #endif
 }
 
+/// `OPTIONS -- COMMAND [ARGS...]`: the options, and the command (cron run,
+/// lease hold, elect); a usage error without a command.
+std::pair<std::vector<std::string_view>, std::vector<std::string>> split_command(
+    const std::vector<std::string_view>& all, const char* what) {
+    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
+    if (dashes == all.end() || dashes + 1 == all.end())
+        throw usage_error(std::string(what) + " needs -- COMMAND [ARGS...]");
+    return {{all.begin(), dashes}, {dashes + 1, all.end()}};
+}
+
 // --- commands run as child processes: cron's jobs, lease hold's command ---
 
 std::atomic<bool> cron_stop{false};
@@ -960,10 +970,8 @@ std::chrono::milliseconds grace_of(const options& o) {
 /// exit 3, COMMAND never started. SIGTERM/SIGINT: COMMAND stopped the same
 /// way, the lease released, exit 128 + the signal.
 int lease_hold(const std::vector<std::string_view>& all) {
-    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
-    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("lease hold needs -- COMMAND [ARGS...]");
-    std::vector<std::string> command(dashes + 1, all.end());
-    options o({all.begin(), dashes}, {"store", "name", "owner", "ttl", "wait", "grace"});
+    const auto [opts, command] = split_command(all, "lease hold");
+    options o(opts, {"store", "name", "owner", "ttl", "wait", "grace"});
     const auto& name = name_option(o, "name");
     const std::string owner = o.has("owner") ? name_option(o, "owner") : coord::unique_owner();
     const auto ttl = kept_ttl(o, "lease hold");
@@ -1002,10 +1010,8 @@ int lease_hold(const std::vector<std::string_view>& all) {
 /// coordctl elect: campaigns for leadership of --name until granted (or
 /// SIGTERM/SIGINT), then runs COMMAND while leader, as lease hold does.
 int elect(const std::vector<std::string_view>& all) {
-    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
-    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("elect needs -- COMMAND [ARGS...]");
-    std::vector<std::string> command(dashes + 1, all.end());
-    options o({all.begin(), dashes}, {"store", "name", "candidate", "ttl", "grace"});
+    const auto [opts, command] = split_command(all, "elect");
+    options o(opts, {"store", "name", "candidate", "ttl", "grace"});
     const auto& name = name_option(o, "name");
     const std::string candidate = o.has("candidate") ? name_option(o, "candidate") : coord::unique_owner();
     const auto ttl = kept_ttl(o, "elect");
@@ -1073,10 +1079,8 @@ int leader(const std::vector<std::string_view>& args) {
 
 #if defined(COORD_HAS_SCHEDULE)
 int cron_run(const std::vector<std::string_view>& all) {
-    const auto dashes = std::find(all.begin(), all.end(), std::string_view("--"));
-    if (dashes == all.end() || dashes + 1 == all.end()) throw usage_error("cron run needs -- COMMAND [ARGS...]");
-    std::vector<std::string> command(dashes + 1, all.end());
-    options o({all.begin(), dashes}, {"store", "job", "cron", "tz", "catch-up", "overlap", "lease-ttl", "for",
+    const auto [opts, command] = split_command(all, "cron run");
+    options o(opts, {"store", "job", "cron", "tz", "catch-up", "overlap", "lease-ttl", "for",
                                       "stop-grace", "max-attempts", "worker", "max-running", "schedule-version",
                                       "take-over-from"});
     coord::schedule_options so;
