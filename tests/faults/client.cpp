@@ -18,6 +18,9 @@
 //              to the fenced register "register" six times 100 ms apart,
 //              without checking the lease again (the pattern the fence exists
 //              for: a pause or a slow clock there makes the writes stale); release, or one time in eight just stop.
+//              With --holder FILE: says "PID TOKEN" of each grant in FILE, and
+//              stops itself after a batch's first write when FILE.pause
+//              exists (see pause_if_asked).
 //   control    the same with an unfenced register (every write with token 0,
 //              so the register accepts whatever comes): must show violations.
 //   ids        Snowflake (node = index % 2: two processes share a node id, the
@@ -37,6 +40,7 @@
 // faketime clients with FAKETIME_DONT_FAKE_MONOTONIC=1), so the histories
 // of all processes on this machine share one time base.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,6 +116,21 @@ const char* type_of(const std::error_code& ec) {
 
 bool past(const args& a) { return mono_ns() >= a.until; }
 
+// client-pause asks for a pause mid-batch by creating HOLDER.pause: the
+// holder that finds it after a batch's first write claims it (rename: one
+// claimant), says "PID TOKEN" in HOLDER.paused, and stops itself. The pause
+// then lands with five writes to come, however loaded the machine is (a
+// signal sent from outside at a guessed instant may miss the batch).
+void pause_if_asked(const args& a, std::uint64_t token) {
+    if (a.holder.empty()) return;
+    const auto ask = a.holder + ".pause";
+    const auto claimed = ask + "." + std::to_string(::getpid());
+    if (std::rename(ask.c_str(), claimed.c_str()) != 0) return;
+    std::ofstream(claimed, std::ios::trunc) << ::getpid() << ' ' << token << "\n";
+    std::rename(claimed.c_str(), (a.holder + ".paused").c_str());
+    ::raise(SIGSTOP);
+}
+
 template <class Store>
 void register_workload(Store& store, const args& a, history& h, bool fenced) {
     coord::basic_lease_manager leases{store};
@@ -147,6 +166,7 @@ void register_workload(Store& store, const args& a, history& h, bool fenced) {
                 f["why"] = w.error().code.message();
                 h.add(t0, a.proc, "write", type_of(w.error().code), f);
             }
+            if (i == 0) pause_if_asked(a, l->token);
             std::this_thread::sleep_for(100ms);
         }
         if (rng() % 8 != 0) (void)leases.release(name, owner);

@@ -232,6 +232,12 @@ fault_line() {  # T0 KIND TARGET [EXTRA-JSON]
 }
 pid_of() { cat "$out/pids/$1" 2>/dev/null || true; }
 holder() { cat "$out/holder.$1" 2>/dev/null || true; }
+# Whether the control accepted a write with a token larger than $1.
+control_newer() {
+  local t
+  t=$(cat "$out"/h/ctl-*.jsonl 2>/dev/null | grep -o '"token":[0-9]*,"type":"ok"' | grep -o '[0-9]*' | sort -n | tail -n 1 || true)
+  [ -n "$t" ] && [ "$t" -gt "$1" ]
+}
 name_of_pid() { local c; for c in "${clients[@]}"; do [ "$(pid_of "$c")" = "$1" ] && { echo "$c"; return; }; done; }
 sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
 server_down=0
@@ -264,20 +270,39 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
   t0=$(now)
   case "$kind" in
     client-pause)
-      # The holders of both leases (mid-batch, most likely) and a worker of
-      # every other workload: stopped past their leases.
-      # A holder file names the last grant, whose holder may have released
-      # since: wait for the control's next grant and stop its holder a
-      # write or two into the batch.
-      local pids=() before i
-      before=$(holder control)
-      for i in $(seq 1 60); do [ "$(holder control)" != "$before" ] && break; sleep 0.05; done
-      sleep 0.15
-      for w in register control; do p=$(holder "$w"); p=${p%% *}; [ -n "$p" ] && pids+=("$p"); done
-      for w in ids led dur; do p=$(pid_of "$w-$ti"); [ -n "$p" ] && pids+=("$p"); done
-      for p in "${pids[@]}"; do kill -STOP "$p" 2>/dev/null && targets+="${targets:+,}$(name_of_pid "$p")"; done
+      # The holders of both leases, mid-batch, and a worker of every other
+      # workload: stopped past their leases. The holders stop themselves
+      # right after a batch's first write when asked (the client's
+      # pause_if_asked), so that five writes are still to come however
+      # loaded the machine is. After the pause the control's holder stays
+      # stopped until a rival has written with a newer token (the workers
+      # resumed first: an embedded store's stopped worker may hold its file
+      # lock), so that the control is always caught.
+      local pids=() ctl="" w p tok ctl_tok="" end
+      rm -f "$out"/holder.*.paused
+      for w in register control; do : > "$out/holder.$w.pause"; done
+      end=$(( ${EPOCHREALTIME/./} + 5000000 ))
+      while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
+        [ -s "$out/holder.register.paused" ] && [ -s "$out/holder.control.paused" ] && break
+        sleep 0.02
+      done
+      for w in register control; do
+        if [ ! -s "$out/holder.$w.paused" ] && ! mv "$out/holder.$w.pause" "$out/holder.$w.cancelled" 2>/dev/null; then
+          sleep 0.2  # claimed just now: its answer is on the way
+        fi
+        [ -s "$out/holder.$w.paused" ] || continue
+        read -r p tok < "$out/holder.$w.paused"
+        if [ "$w" = control ]; then ctl=$p ctl_tok=$tok; else pids+=("$p"); fi
+      done
+      for w in ids led dur; do p=$(pid_of "$w-$ti"); [ -n "$p" ] && kill -STOP "$p" 2>/dev/null && pids+=("$p"); done
+      for p in $ctl "${pids[@]}"; do targets+="${targets:+,}$(name_of_pid "$p")"; done
       sleep_ms "$d"
-      for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done ;;
+      for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+      if [ -n "$ctl" ]; then
+        end=$(( ${EPOCHREALTIME/./} + 10000000 ))
+        while [ "${EPOCHREALTIME/./}" -lt "$end" ] && ! control_newer "$ctl_tok"; do sleep 0.05; done
+        kill -CONT "$ctl" 2>/dev/null || true
+      fi ;;
     client-kill)
       for c in "reg-$ti" "ctl-$ti" "ids-$ti" "led-$ti" "dur-$((ti % 2))"; do
         p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && targets+="${targets:+,}$c"
