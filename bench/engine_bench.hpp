@@ -13,10 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/election.hpp"
 #include "coord/keeper.hpp"
 #include "coord/segment.hpp"
 
@@ -208,6 +210,59 @@ void keeper_renewals(benchmark::State& state, Store& s, const std::string& prefi
         if (renewals > 0) state.counters["us_per_renewal"] = b.op_seconds() * 1e6 / static_cast<double>(renewals);
     }
     state.SetItemsProcessed(static_cast<std::int64_t>(renewals));
+}
+
+/// Election handover: a leader resigns while another candidate campaigns
+/// (on its own thread, a keeper of its own: another process's view), and the
+/// time from the resignation to the new leader's grant, beside the store's
+/// bare acquire and release of another name, timed in the same iteration
+/// (x_floor). A store with a queued acquire wakes the waiting candidate; one
+/// without (etcd and ZooKeeper today) has it try again at the leader's term
+/// end or within a second (coord/election.hpp), which the figure shows.
+/// Counters: handover_us (mean), floor_us (the bare acquire and release).
+template <class Store>
+void election_handover(benchmark::State& state, Store& s, const std::string& prefix) {
+    using namespace std::chrono_literals;
+    coord::basic_keeper<Store> leader_keeper{s};
+    coord::basic_keeper<Store> candidate_keeper{s};
+    const std::string run = prefix + std::to_string(next_token().fetch_add(1));
+    coord::basic_election<Store> leading{leader_keeper, run};
+    coord::basic_election<Store> waiting{candidate_keeper, run};
+    double handover = 0;
+    double floor = 0;
+    std::int64_t n = 0;
+    for (auto _ : state) {
+        auto lead = leading.campaign("a", 10s, std::chrono::steady_clock::now() + 10s);
+        if (!lead) fail("campaign", lead.error().code);
+        std::atomic<bool> asked{false};
+        std::chrono::steady_clock::time_point won{};
+        std::thread candidate([&] {
+            asked = true;
+            auto next = waiting.campaign("b", 10s, std::chrono::steady_clock::now() + 30s);
+            won = std::chrono::steady_clock::now();
+            if (!next) fail("campaign (the candidate)", next.error().code);
+        });
+        while (!asked) std::this_thread::yield();
+        std::this_thread::sleep_for(20ms);  // the candidate is waiting (queued, or between tries)
+        const auto resigned = std::chrono::steady_clock::now();
+        if (auto r = lead->release(); !r) fail("resign", r.error().code);
+        candidate.join();
+        const double h = std::chrono::duration<double>(won - resigned).count();
+        const double f = seconds_of([&] {
+            auto l = s.lease_acquire(run + "-floor", "bench", std::chrono::nanoseconds{10s});
+            if (!l) fail("lease_acquire", l.error().code);
+            if (auto r = s.lease_release(l->name, l->owner, l->token); !r) fail("lease_release", r.error().code);
+        });
+        state.SetIterationTime(h);
+        handover += h;
+        floor += f;
+        ++n;
+    }
+    if (n > 0) {
+        state.counters["handover_us"] = handover / static_cast<double>(n) * 1e6;
+        state.counters["floor_us"] = floor / static_cast<double>(n) * 1e6;
+        if (floor > 0) state.counters["x_floor"] = handover / floor;
+    }
 }
 
 }  // namespace coord::bench

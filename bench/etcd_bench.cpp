@@ -104,6 +104,11 @@ BENCHMARK(BM_Segment_Next_Memory)->UseRealTime();
 void BM_Segment_Next_Etcd(benchmark::State& state) { coord::bench::segment_next(state, single()); }
 BENCHMARK(BM_Segment_Next_Etcd)->UseRealTime();
 
+// Election handover: the leader resigns; etcd has no queued acquire yet, so
+// the candidate tries again within a second (coord::bench::election_handover).
+void BM_Etcd_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, single(), "bench-election-"); }
+BENCHMARK(BM_Etcd_ElectionHandover)->UseManualTime()->Iterations(3);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -18,4 +18,12 @@ void BM_Memory_KeeperRenewals(benchmark::State& state) {
 }
 BENCHMARK(BM_Memory_KeeperRenewals)->Arg(1)->Arg(100)->Arg(1000)->UseManualTime();
 
+// Election handover on the memory store: a leader resigns while another
+// candidate waits in the queue (coord::bench::election_handover).
+void BM_Memory_ElectionHandover(benchmark::State& state) {
+    static coord::memory_store store;
+    coord::bench::election_handover(state, store, "election-");
+}
+BENCHMARK(BM_Memory_ElectionHandover)->UseManualTime();
+
 }  // namespace

@@ -196,6 +196,11 @@ void BM_Floor_PgTransaction(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_PgTransaction)->UseRealTime();
 
+// Election handover: the leader resigns, the waiting candidate is woken by
+// NOTIFY (coord::bench::election_handover).
+void BM_Pg_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, store(), "bench-election-"); }
+BENCHMARK(BM_Pg_ElectionHandover)->UseManualTime();
+
 // Beside the transaction floor in the same iterations (x_floor).
 void BM_Pg_SegmentAllocate(benchmark::State& state) {
     auto& s = store();

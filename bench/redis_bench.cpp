@@ -101,6 +101,11 @@ BENCHMARK(BM_Redis_SegmentAllocate)->UseManualTime();
 void BM_Redis_KeeperRenewals(benchmark::State& state) { coord::bench::keeper_renewals(state, single(), "bench-keeper-"); }
 BENCHMARK(BM_Redis_KeeperRenewals)->Arg(1)->Arg(100)->Arg(1000)->UseManualTime();
 
+// Election handover: the leader resigns, the waiting candidate is woken by
+// pub/sub (coord::bench::election_handover).
+void BM_Redis_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, single(), "bench-election-"); }
+BENCHMARK(BM_Redis_ElectionHandover)->UseManualTime();
+
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;
     coord::bench::segment_next(state, s);

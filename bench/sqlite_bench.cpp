@@ -140,6 +140,16 @@ void BM_Sqlite_FenceWriteDurable(benchmark::State& state) {
 }
 BENCHMARK(BM_Sqlite_FenceWriteDurable)->UseRealTime();
 
+// Election handover: the leader resigns, the waiting candidate's queued
+// acquire sees it (coord::bench::election_handover).
+void BM_Sqlite_ElectionHandover(benchmark::State& state) {
+    const auto path = scratch("election.db");
+    fs::remove(path);
+    auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
+    coord::bench::election_handover(state, store, "election-");
+}
+BENCHMARK(BM_Sqlite_ElectionHandover)->UseManualTime();
+
 // The same statements as a ledger run, as a bare transaction on the same
 // tables, prepared once, through one raw connection of its own: what SQLite
 // itself costs. One call a floor.

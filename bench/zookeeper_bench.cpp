@@ -55,6 +55,11 @@ void BM_Zk_LeaseAcquireRelease(benchmark::State& state) {
 }
 BENCHMARK(BM_Zk_LeaseAcquireRelease)->UseManualTime();
 
+// Election handover: the leader resigns; ZooKeeper has no queued acquire yet,
+// so the candidate tries again within a second (coord::bench::election_handover).
+void BM_Zk_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, store(), "bench-election-"); }
+BENCHMARK(BM_Zk_ElectionHandover)->UseManualTime()->Iterations(3);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -77,6 +77,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/options.hpp"
+#include "coord/detail/term.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/job_ledger.hpp"
@@ -174,7 +175,10 @@ struct cron_options {
     /// is not a runner policy.
     overlap_policy overlap = overlap_policy::skip;
     /// The execution lease of a claim: 100 ms to 24 h. A paused instance
-    /// loses its slot this long after its last heartbeat.
+    /// loses its slot this long after its last heartbeat; the runner stops
+    /// the job a little earlier, at the safe deadline of the keeper's rule
+    /// (the lease from when the last heartbeat was sent, less 1% and 2 ms:
+    /// coord/keeper.hpp), unless a heartbeat was answered by then.
     std::chrono::milliseconds lease_ttl{std::chrono::seconds{30}};
     /// How often a running slot's lease is renewed: 0 means lease_ttl / 3.
     std::chrono::milliseconds heartbeat{0};
@@ -749,8 +753,10 @@ private:
         std::uint32_t attempt;
         std::int64_t started_ns;  // the claim's time on the store's clock
         typename Launcher::handle job;
-        steady_point next_heartbeat;
-        steady_point last_renewed;
+        // The claim's term, kept by the keeper's rule (coord/detail/term.hpp):
+        // heartbeats every opt_.heartbeat from when the last one was sent,
+        // vouched for until the safe deadline.
+        detail::renewed_term<steady_point> term;
         bool stopping = false;
         bool record_failure = false;  // stopping on shutdown: record the attempt as failed
         std::string stop_reason;
@@ -831,13 +837,22 @@ private:
         return true;
     }
 
+    // Heartbeats the running claims when due. A claim is stopped at once
+    // when a heartbeat is refused (a newer claim holds the slot), and when
+    // its safe deadline passed with no heartbeat answered (an instance that
+    // was paused, a store that did not answer): another instance may hold
+    // the slot by then.
     void renew(steady_point now) {
         for (auto& r : runs_) {
-            if (r.exit || r.stopping || now < r.next_heartbeat) continue;
-            auto h = run_ledger_.heartbeat(r.which, r.fence);
+            if (r.exit || r.stopping) continue;
+            if (!r.term.vouched(now)) {
+                begin_stop(r, std::string(not_vouched), false, now);
+                continue;
+            }
+            if (!r.term.due(now)) continue;
+            auto h = run_ledger_.heartbeat(r.which, r.fence);  // sent after `now` was read
             if (h) {
-                r.last_renewed = now;
-                r.next_heartbeat = now + opt_.heartbeat;
+                r.term.renewed(now);
                 continue;
             }
             if (h.error() == errc::stale_fence) {
@@ -845,11 +860,18 @@ private:
                 continue;
             }
             store_error(r.which, "heartbeat", h.error());
-            r.next_heartbeat = now + std::min<std::chrono::milliseconds>(opt_.heartbeat, std::chrono::milliseconds{500});
-            // Unconfirmed for a whole lease: another instance may hold it now.
-            if (now - r.last_renewed >= opt_.lease_ttl)
-                begin_stop(r, "claim not renewed for a whole lease: it may have ended", false, now);
+            const auto answered = steady_.now();
+            r.term.unanswered(answered);
+            if (!r.term.vouched(answered)) begin_stop(r, std::string(not_vouched), false, answered);
         }
+    }
+    static constexpr const char* not_vouched =
+        "claim not renewed by its safe deadline (the lease from the last heartbeat sent, less the clock-drift "
+        "allowance): it may have ended";
+    // The term of a claim sent at `sent`.
+    detail::renewed_term<steady_point> claim_term(steady_point sent) const {
+        const std::chrono::nanoseconds ttl = opt_.lease_ttl;
+        return detail::renewed_term<steady_point>(ttl, detail::drift_allowance(ttl), opt_.heartbeat, sent);
     }
 
     void begin_stop(run& r, std::string reason, bool record, steady_point now) {
@@ -880,8 +902,7 @@ private:
         const cron_context ctx{s, fence, attempt, format_utc(s.scheduled()), opt_.worker};
         try {
             auto h = launcher_->start(ctx);
-            const auto now = steady_.now();
-            runs_.push_back(run{s, fence, attempt, started_ns, std::move(h), now + opt_.heartbeat, now, false, false, {}, {}, false, {}});
+            runs_.push_back(run{s, fence, attempt, started_ns, std::move(h), claim_term(claim_sent_), false, false, {}, {}, false, {}});
             emit(cron_event::started, s, fence, attempt);
             return true;
         } catch (const std::exception& e) {
@@ -1116,6 +1137,7 @@ private:
                     settled = settle_late(s, going, going_since, runs_going, steps);
             } else {
                 ++steps;
+                claim_sent_ = steady_.now();
                 auto c = run_ledger_.claim(s, holder_);
                 if (!c) {
                     store_error(s, "claim", c.error());
@@ -1261,7 +1283,7 @@ private:
         auto wake = now + hours{1};
         for (const auto& r : runs_) {
             if (r.exit) return now + milliseconds{200};  // retry recording
-            if (!r.stopping) wake = std::min(wake, r.next_heartbeat);
+            if (!r.stopping) wake = std::min(wake, r.term.next_due());
             else if (!r.killed) wake = std::min(wake, r.kill_at);
         }
         if (claiming_) wake = std::min(wake, next_walk_);
@@ -1298,6 +1320,7 @@ private:
     steady_point next_prune_{};
     std::chrono::sys_seconds walked_to_{};  // the wall-clock second the last walk went up to
     steady_point next_walk_{};
+    steady_point claim_sent_{};  // when the last run claim was sent: its term starts there
     detail::cron_plan_entry mine_;                 // this runner's schedule, as the job's record names it
     std::string holder_;                           // "worker #nonce": this runner's claims
     detail::cron_plan plan_;                       // the job's record, as last read

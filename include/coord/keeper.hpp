@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/term.hpp"
 #include "coord/error.hpp"
 #include "coord/lease.hpp"
 #include "coord/result.hpp"
@@ -93,10 +94,10 @@ struct keeper_options {
     /// NTP-disciplined or even free-running quartz clocks drift, and what
     /// Redis's Redlock allows). The safe deadline ends the term this much
     /// early, plus allowance_floor. 0 to 0.5.
-    double max_clock_drift = 0.01;
+    double max_clock_drift = detail::default_max_clock_drift;
     /// Added to the drift allowance: the clocks' reading granularity and the
     /// delay between reading the holder's clock and sending. 0 to 1 s.
-    std::chrono::milliseconds allowance_floor{2};
+    std::chrono::milliseconds allowance_floor{detail::default_allowance_floor};
     /// Renewals on a thread of the keeper's own (the default). false: they
     /// run when the application calls service(), from its own event loop (or
     /// a test on manual clocks).
@@ -110,33 +111,23 @@ struct keeper_options {
 namespace detail {
 
 // One lease a keeper holds: what the held lease and the keeper's thread share.
+// Its term is kept by the rule of coord/detail/term.hpp.
 template <class Steady>
 struct kept_lease {
     using time_point = typename Steady::time_point;
 
     kept_lease(lease l, time_point sent, std::chrono::nanoseconds allowance, unsigned per_term)
-        : name(std::move(l.name)), owner(std::move(l.owner)), token(l.token), ttl(l.ttl), allowance(allowance),
-          per_term(per_term), expires_at(l.expires_at) {
-        renewed(sent);
-    }
-
-    // A renewal (or the grant) sent at `sent` was answered: the bounds move.
-    void renewed(time_point sent) {
-        safe_until = sent + std::chrono::duration_cast<typename Steady::duration>(ttl - allowance);
-        next_renewal = sent + std::chrono::duration_cast<typename Steady::duration>(ttl / per_term);
-    }
+        : name(std::move(l.name)), owner(std::move(l.owner)), token(l.token), ttl(l.ttl), expires_at(l.expires_at),
+          term(l.ttl, allowance, l.ttl / per_term, sent) {}
 
     const std::string name;
     const std::string owner;
     const fence_token token;
     const std::chrono::nanoseconds ttl;
-    const std::chrono::nanoseconds allowance;
-    const unsigned per_term;
 
     mutable std::mutex m;
     std::chrono::nanoseconds expires_at;  // on the store's clock, as of the last answer
-    time_point safe_until;
-    time_point next_renewal;
+    renewed_term<time_point> term;
     std::uint64_t renewals = 0;
     bool released = false;
     std::optional<error> why_lost;
@@ -168,7 +159,7 @@ struct keeper_core {
         {
             std::lock_guard lk(e->m);
             if (e->released || e->why_lost) return e->why_lost.has_value();
-            if (clock.now() < e->safe_until) return false;
+            if (e->term.vouched(clock.now())) return false;
         }
         lose(e, error(make_error_code(errc::lease_lost),
                       "no renewal was answered before the safe deadline (the term less the clock-drift "
@@ -190,7 +181,7 @@ struct keeper_core {
         if (lose_if_overdue(e)) return;
         {
             std::lock_guard lk(e->m);
-            if (e->released || e->why_lost || clock.now() < e->next_renewal) return;
+            if (e->released || e->why_lost || !e->term.due(clock.now())) return;
         }
         const auto sent = clock.now();
         auto r = store->lease_renew(e->name, e->owner, e->token, e->ttl);
@@ -198,7 +189,7 @@ struct keeper_core {
         if (r) {
             std::lock_guard lk(e->m);
             e->expires_at = r->expires_at;
-            e->renewed(sent);
+            e->term.renewed(sent);
             ++e->renewals;
             return;
         }
@@ -206,10 +197,8 @@ struct keeper_core {
         const bool may_retry = why == condition::unavailable || why == condition::outcome_unknown;
         if (may_retry) {
             std::lock_guard lk(e->m);
-            if (answered < e->safe_until) {
-                // Try again soon: a tenth of the term, or at the deadline.
-                const auto retry = answered + std::chrono::duration_cast<typename Steady::duration>(e->ttl / 10);
-                e->next_renewal = std::min(retry, e->safe_until);
+            if (e->term.vouched(answered)) {
+                e->term.unanswered(answered);  // try again soon, never past the safe deadline
                 return;
             }
         }
@@ -229,8 +218,7 @@ struct keeper_core {
         for (const auto& e : snapshot()) {
             std::lock_guard lk(e->m);
             if (e->released || e->why_lost) continue;
-            due = std::min(due, e->safe_until);
-            if (!deadlines_only) due = std::min(due, e->next_renewal);
+            due = std::min(due, deadlines_only ? e->term.safe_until : e->term.next_due());
         }
         return due;
     }
@@ -310,13 +298,13 @@ public:
     /// keeper vouches for ownership (unless lost() says otherwise sooner).
     typename Steady::time_point safe_until() const {
         std::lock_guard lk(e_->m);
-        return e_->safe_until;
+        return e_->term.safe_until;
     }
     /// True while the keeper vouches for ownership: not lost, and the safe
     /// deadline not passed on the holder's clock now. No store call.
     bool valid() const {
         std::lock_guard lk(e_->m);
-        return !e_->released && !e_->why_lost && core_->clock.now() < e_->safe_until;
+        return !e_->released && !e_->why_lost && e_->term.vouched(core_->clock.now());
     }
     /// Requested the moment ownership can no longer be vouched for (see the
     /// header comment); never reset: a lost lease stays lost.
@@ -475,8 +463,7 @@ private:
             throw std::invalid_argument("coord::keeper: ttl must be longer than the clock-drift allowance");
     }
     static std::chrono::nanoseconds allowance(const keeper_options& o, std::chrono::nanoseconds ttl) {
-        const auto drift = std::chrono::nanoseconds{static_cast<std::int64_t>(static_cast<double>(ttl.count()) * o.max_clock_drift)};
-        return drift + o.allowance_floor;
+        return detail::drift_allowance(ttl, o.max_clock_drift, o.allowance_floor);
     }
 
     result<held_lease, lease_error> keep(lease l, typename Steady::time_point sent) {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "coord/clock.hpp"
+#include "coord/detail/term.hpp"
 #include "coord/detail/text.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
@@ -174,25 +175,33 @@ public:
         check(name, owner);
         const auto term = checked_ttl(ttl);
         const auto place = checked_ttl(place_ttl);
+        using steady = std::chrono::steady_clock;
         for (;;) {  // one place in line a pass: a new one when the last lapsed
+            // The place is a term renewed by the keeper's rule
+            // (coord/detail/term.hpp): every half of it from when the last
+            // queued acquire (which renews it) was sent.
+            detail::renewed_term<steady::time_point> place_term(place, detail::drift_allowance(place), place / 2,
+                                                                steady::now());
             auto ticket = store_->lease_enqueue(name, owner, place);
             if (!ticket) return unexpected(lease_error{ticket.error(), {}, 0, {}});
             auto waiting = store_->lease_waiting(name, *ticket);
             for (;;) {
+                const auto sent = steady::now();
                 before_try();
                 auto r = store_->lease_acquire_queued(name, owner, term, *ticket, place);
                 if (r) return r;
                 if (r.error() == errc::wait_place_lost) break;  // too slow to renew: queue again
-                const auto now = std::chrono::steady_clock::now();
+                const auto now = steady::now();
                 if (r.error() != errc::lease_held || now >= deadline) {
                     (void)store_->lease_dequeue(name, *ticket);
                     return r;
                 }
+                place_term.renewed(sent);
                 // Woken by the store (a release), at the end of the holder's
-                // term (the first in line), or in time to renew the place:
-                // every half of its term, so that a waiter behind others
-                // costs the store one queued acquire per place / 2.
-                auto wake = std::min(deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(place / 2));
+                // term (the first in line), or in time to renew the place, so
+                // that a waiter behind others costs the store one queued
+                // acquire per place / 2.
+                auto wake = std::min(deadline, place_term.next_renewal);
                 const auto& e = r.error();
                 if (e.ahead == 0 && e.now.count() != 0 && e.expires_at > e.now)
                     wake = std::min(wake, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(e.expires_at - e.now));

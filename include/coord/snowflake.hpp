@@ -18,7 +18,10 @@
 // - holds its node id through a lease, so a second live generator with the
 //   same node id is refused; the reservation is fenced by the lease token, so
 //   even a generator that paused past its lease cannot extend into the new
-//   holder's range. A generator that was idle past its term takes the node
+//   holder's range. The lease is held by a keeper (coord/keeper.hpp) that the
+//   generator services inline, on whichever call finds a renewal due (no
+//   thread of its own): its safe deadline, on a steady clock, decides when the
+//   generator stops issuing. A generator that was idle past its term takes the node
 //   id again on its next call when nobody else holds it, starting above the
 //   store's reservation (so above anything a holder in between issued);
 //   errc::lease_lost means another generator really holds the node id now.
@@ -62,10 +65,12 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/keeper.hpp"
 #include "coord/lease.hpp"
 #include "coord/reservation.hpp"
 #include "coord/result.hpp"
@@ -214,13 +219,16 @@ struct snowflake_options {
     std::string name = "snowflake";
     /// Hold the node id through a lease (when the store is a lease_store).
     bool hold_node_lease = true;
-    /// The node lease's term; it is renewed after a third of it by whichever
-    /// call finds it due. When 9/10 of it pass without a renewal (an idle
-    /// generator, an unreachable store), nothing is issued until the lease is
-    /// renewed or taken again: the next call renews it, or, when the term
-    /// ended on the store's clock, acquires the node id again if nobody else
-    /// holds it (errc::lease_lost when somebody does; the store's error
-    /// when it cannot be reached). Retries are at most every 1/20 of the term.
+    /// The node lease's term. A keeper (coord/keeper.hpp) holds the lease:
+    /// renewed after a third of the term by whichever call finds it due, and
+    /// vouched for until its safe deadline (the term from when the last
+    /// renewal was sent, less 1% and 2 ms, on a steady clock: the keeper's
+    /// defaults). Once that passes without a renewal (an idle generator, an
+    /// unreachable store) or a renewal is refused, the lease is let go and
+    /// nothing is issued until the node id is acquired again: the next call
+    /// takes it if nobody else holds it (errc::lease_lost when somebody does;
+    /// the store's error when it cannot be reached), starting above the
+    /// store's reservation. Retries are at most every 1/20 of the term.
     std::chrono::milliseconds node_lease_ttl{10000};
     /// Called on slow paths (rollback, exhaustion, reservation, lease); may be
     /// called from several threads at once.
@@ -251,6 +259,29 @@ template <class S>
 inline constexpr bool opts_out_of_node_lease = false;
 template <class S>
 inline constexpr bool opts_out_of_node_lease<without_node_lease<S>> = true;
+
+// The keeper of a generator's node lease, and the lease it holds; nothing on
+// a store without leases.
+struct no_node_keeper {
+    template <class... A>
+    explicit no_node_keeper(A&&...) noexcept {}
+};
+template <class Store, class Steady, bool = lease_store<Store>>
+struct node_keeper {
+    using keeper = no_node_keeper;
+    using held = no_node_keeper;
+};
+template <class Store, class Steady>
+struct node_keeper<Store, Steady, true> {
+    using keeper = basic_keeper<Store, Steady>;
+    using held = basic_held_lease<Store, Steady>;
+};
+// Serviced by the generator's own calls: no thread.
+inline keeper_options inline_keeper_options() {
+    keeper_options o;
+    o.own_thread = false;
+    return o;
+}
 }  // namespace detail
 
 /// The Snowflake generator. next() is safe from any number of threads and
@@ -300,10 +331,8 @@ public:
 
     /// Releases the node lease (the reservation stays, so the next run starts above it).
     ~basic_snowflake() {
-        if constexpr (lease_store<Store>) {
-            std::lock_guard lk(mutex_);
-            if (lease_) (void)store_->lease_release(lease_->name, lease_->owner, lease_->token);
-        }
+        std::lock_guard lk(mutex_);
+        release_lease_locked();
     }
 
     /// Takes the node lease and reads the reservation. Called by the first
@@ -398,6 +427,14 @@ public:
 
 private:
     static constexpr int seq_shift = Layout::sequence_bits;
+    // The node lease's safe deadline is kept on a steady clock: the
+    // generator's own when it is one (a test's manual clock), else the
+    // machine's (a wall clock may step).
+    using keeper_clock = std::conditional_t<monotonic_clock<Clock>, Clock, steady_clock>;
+    static keeper_clock keeper_clock_of(const Clock& c) {
+        if constexpr (std::is_same_v<keeper_clock, Clock>) return c;
+        else return keeper_clock{};
+    }
     static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
     struct claimed {
@@ -514,16 +551,18 @@ private:
         if (started_.load(std::memory_order_relaxed)) return {};
         const auto now_ns = since_epoch_ns(clock_.now());
         fence_token token = 0;
+        bool held = false;
         if constexpr (lease_store<Store>) {
             if (opt_.hold_node_lease) {
-                auto l = store_->lease_acquire(lease_name_, owner_, opt_.node_lease_ttl);
+                auto l = keeper_.hold(lease_name_, owner_, opt_.node_lease_ttl);
                 if (!l) return unexpected(l.error().code);
-                lease_ = std::move(*l);
-                token = lease_->token;
+                held_.emplace(std::move(*l));
+                token = held_->token();
+                held = true;
                 lease_granted(now_ns);
             }
         }
-        if (!lease_) slow_at_ns_.store(never, std::memory_order_release);
+        if (!held) slow_at_ns_.store(never, std::memory_order_release);
         token_ = token;
         auto r = store_->time_reserve(key_, 0, token_);
         if (!r) {
@@ -560,17 +599,30 @@ private:
         return {};
     }
 
-    void lease_granted(std::int64_t at_ns) {
-        const auto ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(opt_.node_lease_ttl).count();
-        deadline_ns_ = at_ns + ttl - ttl / 10;
-        renew_at_ns_ = at_ns + ttl / 3;
-        slow_at_ns_.store(renew_at_ns_, std::memory_order_release);
+    // The lease was granted or renewed: the slow path is next taken when the
+    // keeper has something due (a renewal, or the safe deadline).
+    void lease_granted(std::int64_t now_ns) {
+        if constexpr (lease_store<Store>) {
+            const auto due = keeper_.service();
+            std::int64_t at = never;
+            if (due != keeper_clock::time_point::max()) {
+                if constexpr (std::is_same_v<keeper_clock, Clock>) {
+                    at = since_epoch_ns(due);
+                } else {  // the keeper's steady clock, mapped onto the generator's
+                    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(due - keeper_clock_.now());
+                    at = detail::add_saturated(now_ns, std::max<std::int64_t>(0, left.count()));
+                }
+            }
+            slow_at_ns_.store(at, std::memory_order_release);
+        } else {
+            (void)now_ns;
+        }
     }
 
     // Another generator holds the node id now: nothing is issued; a later
     // call (at most every 1/20 of the term) tries to take it again.
     result<void> lose_lease(std::int64_t now_ns) {
-        lease_.reset();
+        release_lease_locked();
         lost_.store(true, std::memory_order_relaxed);
         slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
         retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
@@ -587,44 +639,30 @@ private:
         return maintain_lease_locked(now_ns);
     }
 
-    // Makes sure the node lease is held at now_ns: renews it when due; past
-    // the deadline nothing is issued until a renewal succeeds (a success
-    // proves nobody else held the node id meanwhile: they would have a newer
-    // token) or, when the term ended on the store's clock, the node id is
-    // acquired again.
+    // Makes sure the node lease is held at now_ns: the keeper renews it when
+    // due. Once the keeper can no longer vouch for it (a renewal refused, or
+    // the safe deadline passed with none answered: an idle generator, an
+    // unreachable store), it is let go (released, when the store still has it
+    // as this generator's) and the node id acquired again: a new grant,
+    // issuing above the store's reservation, so above anything a holder in
+    // between issued.
     result<void> maintain_lease_locked(std::int64_t now_ns) {
         if constexpr (lease_store<Store>) {
             if (!opt_.hold_node_lease) {
                 slow_at_ns_.store(never, std::memory_order_release);
                 return {};
             }
-            if (!lease_) return reacquire_locked(now_ns);
-            if (now_ns < renew_at_ns_) return {};
-            const bool overdue = now_ns >= deadline_ns_;
-            if (overdue && now_ns < retry_at_ns_) return unexpected(last_lease_error_);
-            auto r = store_->lease_renew(lease_->name, lease_->owner, lease_->token, opt_.node_lease_ttl);
-            if (r) {
-                renewals_.fetch_add(1, std::memory_order_relaxed);
-                lease_granted(now_ns);
+            if (!held_) return reacquire_locked(now_ns);
+            const auto before = held_->renewals();
+            lease_granted(now_ns);  // services the keeper and schedules the next slow path
+            if (const auto after = held_->renewals(); after != before) {
+                renewals_.fetch_add(after - before, std::memory_order_relaxed);
                 emit(snowflake_event::lease_renewed, {});
-                return {};
             }
-            if (r.error() == errc::not_lease_holder || r.error() == errc::lease_expired) {
-                // The term ended on the store's clock: take the node id again if it is free.
-                lease_.reset();
-                retry_at_ns_ = std::numeric_limits<std::int64_t>::min();
-                return reacquire_locked(now_ns);
-            }
-            // The store is unreachable: keep issuing until the deadline, retry soon.
-            const auto retry = detail::add_saturated(now_ns, retry_interval_ns());
-            if (!overdue) {
-                slow_at_ns_.store(std::min(retry, deadline_ns_), std::memory_order_release);
-                return {};
-            }
-            retry_at_ns_ = retry;
-            last_lease_error_ = r.error().code;
-            slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
-            return unexpected(last_lease_error_);
+            if (held_->valid()) return {};
+            release_lease_locked();
+            retry_at_ns_ = std::numeric_limits<std::int64_t>::min();
+            return reacquire_locked(now_ns);
         } else {
             (void)now_ns;
             slow_at_ns_.store(never, std::memory_order_release);
@@ -638,22 +676,22 @@ private:
         if constexpr (lease_store<Store>) {
             slow_at_ns_.store(std::numeric_limits<std::int64_t>::min(), std::memory_order_release);
             if (now_ns < retry_at_ns_) return unexpected(last_lease_error_);
-            auto l = store_->lease_acquire(lease_name_, owner_, opt_.node_lease_ttl);
+            auto l = keeper_.hold(lease_name_, owner_, opt_.node_lease_ttl);
             if (!l) {
                 if (l.error() == errc::lease_held) return lose_lease(now_ns);
                 retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
                 last_lease_error_ = l.error().code;
                 return unexpected(last_lease_error_);
             }
-            auto r = store_->time_reserve(key_, 0, l->token);
+            auto r = store_->time_reserve(key_, 0, l->token());
             if (!r) {
-                (void)store_->lease_release(l->name, l->owner, l->token);
+                (void)l->release();
                 retry_at_ns_ = detail::add_saturated(now_ns, retry_interval_ns());
                 last_lease_error_ = r.error().code;
                 return unexpected(last_lease_error_);
             }
-            lease_ = std::move(*l);
-            token_ = lease_->token;
+            held_.emplace(std::move(*l));
+            token_ = held_->token();
             // Everything below the store's reserved-until may have been issued.
             const auto floor_tick = std::max<std::int64_t>(-1, Layout::tick_of(*r - 1));
             const auto floor_state = pack(floor_tick, Layout::max_sequence);
@@ -677,8 +715,8 @@ private:
 
     void release_lease_locked() {
         if constexpr (lease_store<Store>) {
-            if (lease_) (void)store_->lease_release(lease_->name, lease_->owner, lease_->token);
-            lease_.reset();
+            if (held_) (void)held_->release();
+            held_.reset();
         }
     }
 
@@ -703,12 +741,14 @@ private:
     alignas(64) std::atomic<std::uint64_t> rollbacks_{0}, borrowed_ids_{0}, exhausted_{0}, reservations_{0},
         renewals_{0}, reacquired_{0};
 
-    // Slow path, under mutex_.
+    // Slow path, under mutex_. The keeper is serviced inline (no thread);
+    // held_ is declared after it, so it ends first.
     std::mutex mutex_;
-    std::optional<lease> lease_;
+    keeper_clock keeper_clock_ = keeper_clock_of(clock_);
+    typename detail::node_keeper<Store, keeper_clock>::keeper keeper_{*store_, detail::inline_keeper_options(),
+                                                                       keeper_clock_};
+    std::optional<typename detail::node_keeper<Store, keeper_clock>::held> held_;
     fence_token token_ = 0;
-    std::int64_t deadline_ns_ = never;
-    std::int64_t renew_at_ns_ = never;
     std::int64_t retry_at_ns_ = std::numeric_limits<std::int64_t>::min();  // no store call before this
     error last_lease_error_;
 };

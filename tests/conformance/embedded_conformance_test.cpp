@@ -6,6 +6,7 @@
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/lease_queue_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 #include "conformance/session_store_suite.hpp"
@@ -14,7 +15,9 @@
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, FenceStoreConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, FenceStoreConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseStoreConformance, coord::test::memory_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, KeeperConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, LeaseStoreConformance, coord::test::file_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(File, KeeperConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SegmentAllocatorConformance, coord::test::memory_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(File, SegmentAllocatorConformance, coord::test::file_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LedgerStoreConformance, coord::test::memory_factory);

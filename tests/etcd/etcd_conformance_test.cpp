@@ -5,6 +5,7 @@
 // call, as etcd's own timer would); etcd_test.cpp checks the everyday store,
 // whose terms etcd's leader ends.
 #include "conformance/fence_store_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 #include "conformance/time_reservation_suite.hpp"
@@ -12,5 +13,6 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, FenceStoreConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, LeaseStoreConformance, coord::test::etcd_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, KeeperConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, SegmentAllocatorConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, TimeReservationConformance, coord::test::etcd_factory);

@@ -5,7 +5,7 @@
 # COMMAND running at once would find it taken), the leader SIGKILLed three
 # times and a new one elected each time with a larger term number, `leader`
 # and `leader --watch` saying who leads; SIGTERM ends the rest cleanly.
-# Usage: coordctl_elect_test.sh COORDCTL STORE (file: a scratch file)
+# Usage: coordctl_elect_test.sh COORDCTL STORE (file or sqlite: a scratch file)
 set -u
 ctl="$1"; store="$2"
 dir=$(mktemp -d /tmp/coord-elect-XXXXXX)
@@ -14,6 +14,7 @@ cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; [ -n "$
 trap cleanup EXIT
 err="$dir/err"
 [ "$store" = file ] && store="file:$dir/state.json"
+[ "$store" = sqlite ] && store="sqlite:$dir/state.db"
 . "$(dirname "$0")/coordctl_lib.sh"
 name="elect-$$-$RANDOM"
 

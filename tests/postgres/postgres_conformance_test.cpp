@@ -4,6 +4,7 @@
 // postgres_test.cpp check that the everyday store judges on the server's clock.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/lease_queue_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
@@ -14,6 +15,7 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, FenceStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseStoreConformance, coord::test::postgres_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, KeeperConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SegmentAllocatorConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LedgerStoreConformance, coord::test::postgres_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, SessionStoreConformance, coord::test::postgres_factory);

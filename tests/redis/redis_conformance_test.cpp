@@ -6,6 +6,7 @@
 // judges on the server's clock.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/lease_queue_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
@@ -15,6 +16,7 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, FenceStoreConformance, coord::test::redis_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, LeaseStoreConformance, coord::test::redis_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, KeeperConformance, coord::test::redis_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, SegmentAllocatorConformance, coord::test::redis_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, LedgerStoreConformance, coord::test::redis_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, SessionStoreConformance, coord::test::redis_factory);

@@ -3,6 +3,7 @@
 // the same tests as memory, file and PostgreSQL.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/lease_queue_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_run_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
@@ -13,6 +14,7 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, FenceStoreConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, LeaseStoreConformance, coord::test::sqlite_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, KeeperConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, SegmentAllocatorConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, LedgerStoreConformance, coord::test::sqlite_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, SessionStoreConformance, coord::test::sqlite_factory);

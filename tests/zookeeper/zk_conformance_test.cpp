@@ -4,6 +4,7 @@
 // record (and judges the ledger's times) here; zk_test.cpp checks the everyday store, whose terms the
 // ensemble's own stamps judge, and the session-bound leases.
 #include "conformance/fence_store_suite.hpp"
+#include "conformance/keeper_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
@@ -12,6 +13,7 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, FenceStoreConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, LeaseStoreConformance, coord::test::zk_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, KeeperConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, LedgerStoreConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, SegmentAllocatorConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, TimeReservationConformance, coord::test::zk_factory);
