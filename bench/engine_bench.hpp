@@ -243,7 +243,18 @@ void election_handover(benchmark::State& state, Store& s, const std::string& pre
             if (!next) fail("campaign (the candidate)", next.error().code);
         });
         while (!asked) std::this_thread::yield();
-        std::this_thread::sleep_for(20ms);  // the candidate is waiting (queued, or between tries)
+        if constexpr (coord::lease_queue_store<Store>) {  // the candidate is in line
+            coord::basic_lease_manager<Store> leases{s};
+            for (;;) {
+                auto w = leases.waiters(run);
+                if (!w) fail("waiters", w.error());
+                if (!w->empty()) break;
+                std::this_thread::sleep_for(100us);
+            }
+            std::this_thread::sleep_for(1ms);  // and waiting
+        } else {
+            std::this_thread::sleep_for(20ms);  // between two tries
+        }
         const auto resigned = std::chrono::steady_clock::now();
         if (auto r = lead->release(); !r) fail("resign", r.error().code);
         candidate.join();

@@ -24,6 +24,6 @@ void BM_Memory_ElectionHandover(benchmark::State& state) {
     static coord::memory_store store;
     coord::bench::election_handover(state, store, "election-");
 }
-BENCHMARK(BM_Memory_ElectionHandover)->UseManualTime();
+BENCHMARK(BM_Memory_ElectionHandover)->UseManualTime()->Iterations(200);
 
 }  // namespace

@@ -199,7 +199,7 @@ BENCHMARK(BM_Floor_PgTransaction)->UseRealTime();
 // Election handover: the leader resigns, the waiting candidate is woken by
 // NOTIFY (coord::bench::election_handover).
 void BM_Pg_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, store(), "bench-election-"); }
-BENCHMARK(BM_Pg_ElectionHandover)->UseManualTime();
+BENCHMARK(BM_Pg_ElectionHandover)->UseManualTime()->Iterations(200);
 
 // Beside the transaction floor in the same iterations (x_floor).
 void BM_Pg_SegmentAllocate(benchmark::State& state) {

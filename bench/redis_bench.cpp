@@ -104,7 +104,7 @@ BENCHMARK(BM_Redis_KeeperRenewals)->Arg(1)->Arg(100)->Arg(1000)->UseManualTime()
 // Election handover: the leader resigns, the waiting candidate is woken by
 // pub/sub (coord::bench::election_handover).
 void BM_Redis_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, single(), "bench-election-"); }
-BENCHMARK(BM_Redis_ElectionHandover)->UseManualTime();
+BENCHMARK(BM_Redis_ElectionHandover)->UseManualTime()->Iterations(200);
 
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;

@@ -148,7 +148,7 @@ void BM_Sqlite_ElectionHandover(benchmark::State& state) {
     auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
     coord::bench::election_handover(state, store, "election-");
 }
-BENCHMARK(BM_Sqlite_ElectionHandover)->UseManualTime();
+BENCHMARK(BM_Sqlite_ElectionHandover)->UseManualTime()->Iterations(200);
 
 // The same statements as a ledger run, as a bare transaction on the same
 // tables, prepared once, through one raw connection of its own: what SQLite
