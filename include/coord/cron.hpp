@@ -898,11 +898,18 @@ private:
         return false;
     }
 
-    bool start(const slot& s, fence_token fence, std::uint32_t attempt, std::int64_t started_ns) {
+    // Starts the job of a claim sent at claim_sent_. `granted_earlier`: the
+    // claim was granted by an earlier call whose answer was lost, so its term
+    // began before claim_sent_: the first heartbeat is due at once, and the
+    // term is vouched for from its send instant on.
+    bool start(const slot& s, fence_token fence, std::uint32_t attempt, std::int64_t started_ns,
+               bool granted_earlier = false) {
         const cron_context ctx{s, fence, attempt, format_utc(s.scheduled()), opt_.worker};
         try {
             auto h = launcher_->start(ctx);
-            runs_.push_back(run{s, fence, attempt, started_ns, std::move(h), claim_term(claim_sent_), false, false, {}, {}, false, {}});
+            auto term = claim_term(claim_sent_);
+            if (granted_earlier) term.next_renewal = claim_sent_;
+            runs_.push_back(run{s, fence, attempt, started_ns, std::move(h), term, false, false, {}, {}, false, {}});
             emit(cron_event::started, s, fence, attempt);
             return true;
         } catch (const std::exception& e) {
@@ -1152,7 +1159,7 @@ private:
                         // holder carries this runner's nonce): it is ours to run.
                         emit(cron_event::claimed, s, c->fence, c->attempt, "a claim whose answer was lost");
                         const auto since = c->lease_until.count() - ttl_ns();
-                        if (!start(s, c->fence, c->attempt, since)) settled = true;
+                        if (!start(s, c->fence, c->attempt, since, true)) settled = true;
                         going = true;
                         going_since = std::min(going_since, since);
                         break;

@@ -65,7 +65,8 @@ for i in 1 2 3; do
 done
 
 # next_start I...: waits (10 s at most) for the next command one of runners
-# B<I>... starts; prints "I PID" (the runner, the command's process group).
+# B<I>... starts; prints "I PID SLOT FENCE" (the runner, the command's
+# process group, the slot and its fence).
 next_start() {
   local i t line
   declare -A seen
@@ -73,7 +74,10 @@ next_start() {
   for t in $(seq 1 200); do
     for i in "$@"; do
       line=$(grep ' started ' "$work/b$i.log" | tail -n +"$(( ${seen[$i]} + 1 ))" | head -1)
-      if [ -n "$line" ]; then echo "$i $(echo "${line##*pid=}" | cut -d' ' -f1)"; return 0; fi
+      if [ -n "$line" ]; then
+        echo "$i $(echo "${line##*pid=}" | cut -d' ' -f1) $(echo "${line##*slot=}" | cut -d' ' -f1) $(echo "${line##*fence=}" | cut -d' ' -f1)"
+        return 0
+      fi
     done
     sleep 0.05
   done
@@ -82,18 +86,43 @@ next_start() {
 
 # At about 5 s: the next runner to start a command dies with its command mid-way.
 sleep 4
-read -r killed job < <(next_start 1 2 3) || fail "no runner of job B started a command"
+read -r killed job _ _ < <(next_start 1 2 3) || fail "no runner of job B started a command"
 kill -KILL "${pids_b[$((killed - 1))]}"; kill -KILL -- "-$job" 2>/dev/null
 echo "killed B$killed and its command (pid $job)"
 # At about 10 s: the next of the others to start a command is stopped with it
-# for 3.5 s (the lease is 1.5 s).
+# for 3.5 s (the lease is 1.5 s) and until another runner has taken its slot
+# over.
 sleep 4
 others=()
 for i in 1 2 3; do [ "$i" != "$killed" ] && others+=("$i"); done
-read -r stopped job < <(next_start "${others[@]}") || fail "no other runner of job B started a command"
-kill -STOP "${pids_b[$((stopped - 1))]}"; kill -STOP -- "-$job" 2>/dev/null
+read -r stopped job slot fence < <(next_start "${others[@]}") || fail "no other runner of job B started a command"
+# On an embedded store the runner must not be stopped inside a write: it
+# would hold the store's one write lock, and no rival could take its slot
+# over until it woke. So it is stopped, a probe write (with a short lock
+# timeout) checks that the lock is free, and if not, it runs a moment and is
+# stopped again. (Its command sleeps a second before it writes: the few
+# tries stay well inside that.)
+probe_token=0
+stop_clear() {  # RUNNER_PID COMMAND_GROUP
+  local t
+  for t in $(seq 1 20); do
+    probe_token=$((probe_token + 1))
+    kill -STOP "$1"; kill -STOP -- "-$2" 2>/dev/null
+    case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
+    "$ctl" fence write --store "$store" --key "probe/$$" --token "$probe_token" --value free --timeout 200ms >/dev/null 2>&1 && return 0
+    kill -CONT -- "-$2" 2>/dev/null; kill -CONT "$1"
+    sleep 0.02
+  done
+  return 1
+}
+stop_clear "${pids_b[$((stopped - 1))]}" "$job" || fail "runner B$stopped held the store's write lock at every try"
 echo "stopped B$stopped and its command (pid $job)"
 sleep 3.5
+# Another runner takes the slot over (its lease lapsed) and its command
+# writes the slot's effect under a larger fence: waited for, however loaded
+# the machine is (20 s at most).
+taken_over() { awk -v s="$slot" -v f="$fence" '$1 == "accepted" && $2 == s && $3 > f { found = 1 } END { exit !found }' "$work/effects" 2>/dev/null; }
+for _ in $(seq 1 400); do taken_over && break; sleep 0.05; done
 # The command wakes first (its runner is still paused) and writes late, under
 # its old fence; then the runner wakes and learns it lost the slot.
 kill -CONT -- "-$job" 2>/dev/null

@@ -8,7 +8,8 @@
 # (SIGSTOP) past its term while another process takes the name finds on
 # waking that it lost, stops COMMAND and exits 3; SIGTERM to coordctl stops
 # COMMAND and releases; bad usage is exit 2.
-# With SERVER_PID_FILE (a one-process server: Redis), also: the server
+# With SERVER_PID_FILE (a one-process server: Redis, one etcd member, a
+# standalone ZooKeeper), also: the server
 # stopped (SIGSTOP) under a holder: the holder stops COMMAND by its safe
 # deadline, before the store's term ends, and the next holder, granted after
 # the server resumes, is never overlapped by the old COMMAND.
@@ -102,7 +103,7 @@ out=$("$ctl" lease acquire --store "$store" --name "$run-t" --owner after --ttl 
 
 # 6. The server stopped under the holder (a one-process server only).
 if [ -n "$server_pid_file" ]; then
-  server=$(cat "$server_pid_file")
+  server=$(cat "$server_pid_file") && kill -0 "$server" || fail "no live server named by $server_pid_file"
   "$ctl" lease hold --store "$store" --name "$run-s" --ttl 1s --grace 1s --timeout 5s -- \
     bash -c 'echo $$ > "$0"; trap "exit 0" TERM; while :; do sleep 0.02; done' "$dir/child3" 2>"$err" &
   pid=$!
