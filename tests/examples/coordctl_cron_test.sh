@@ -5,6 +5,9 @@
 # three `coordctl cron run` processes at once.
 # - Job A, undisturbed: every slot between the first and the last ran
 #   exactly once (on the embedded stores, on a store of its own: below).
+#   Overlap allowed: a run whose end a loaded machine records late (its
+#   runner not scheduled for a second) must not make the next slot a skip;
+#   the skip policy has its own test (coordctl_cron_policies).
 # - Job B (overlap allowed), whose command writes its effect to a fenced key
 #   under COORD_FENCE after a second: one runner is SIGKILLed mid-command
 #   (with its command: a machine that died), another SIGSTOPped with its
@@ -56,7 +59,7 @@ chmod +x "$work/job_b.sh"
 
 pids_a=() pids_b=()
 for i in 1 2 3; do
-  "$ctl" cron run --store "$store_a" "${common[@]}" --job "$job_a" --worker "A$i" -- \
+  "$ctl" cron run --store "$store_a" "${common[@]}" --job "$job_a" --worker "A$i" --overlap allow -- \
     sh -c 'echo "$COORD_SLOT $COORD_FENCE $COORD_ATTEMPT $COORD_SCHEDULED_AT" >> "$0"; sleep 0.3' "$work/runs_a" \
     2> "$work/a$i.log" &
   pids_a+=($!)
