@@ -47,8 +47,10 @@ common=(--cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20
 
 cat > "$work/job_b.sh" <<EOF
 #!/usr/bin/env bash
-# Job B: a second's work, then the effect, written under the slot's fence.
+# Job B: a second's work, then the effect, written under the slot's fence
+# (announced first: the test's stop must land before it).
 sleep 1
+echo "\$COORD_SLOT \$COORD_FENCE" >> "$work/writing"
 if out=\$("$ctl" fence write --store "$store" --key "effect/\$COORD_SLOT" --token "\$COORD_FENCE" --value "\$COORD_ATTEMPT" 2>&1); then
   echo "accepted \$COORD_SLOT \$COORD_FENCE" >> "$work/effects"
 else
@@ -98,27 +100,41 @@ echo "killed B$killed and its command (pid $job)"
 sleep 4
 others=()
 for i in 1 2 3; do [ "$i" != "$killed" ] && others+=("$i"); done
-read -r stopped job slot fence < <(next_start "${others[@]}") || fail "no other runner of job B started a command"
 # On an embedded store the runner must not be stopped inside a write: it
 # would hold the store's one write lock, and no rival could take its slot
-# over until it woke. So it is stopped, a probe write (with a short lock
-# timeout) checks that the lock is free, and if not, it runs a moment and is
-# stopped again. (Its command sleeps a second before it writes: the few
-# tries stay well inside that.)
+# over until it woke. So it is stopped, a probe write checks that the lock is
+# free, and if not, it runs a moment and is stopped again.
 probe_token=0
 stop_clear() {  # RUNNER_PID COMMAND_GROUP
   local t
-  for t in $(seq 1 20); do
+  for t in $(seq 1 10); do
     probe_token=$((probe_token + 1))
     kill -STOP "$1"; kill -STOP -- "-$2" 2>/dev/null
     case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
-    "$ctl" fence write --store "$store" --key "probe/$$" --token "$probe_token" --value free --timeout 200ms >/dev/null 2>&1 && return 0
+    "$ctl" fence write --store "$store" --key "probe/$$" --token "$probe_token" --value free --timeout 1s >/dev/null 2>&1 && return 0
     kill -CONT -- "-$2" 2>/dev/null; kill -CONT "$1"
     sleep 0.02
   done
   return 1
 }
-stop_clear "${pids_b[$((stopped - 1))]}" "$job" || fail "runner B$stopped held the store's write lock at every try"
+# The stop must land before the command announced its write (a second after
+# it started): on a loaded machine this script may see the start late, or
+# the probes take long. A stop that came too late is undone, and the next
+# start is tried (three at most: the runners run for 20 s).
+stopped=""
+for try in 1 2 3; do
+  read -r s job slot fence < <(next_start "${others[@]}") || break
+  if stop_clear "${pids_b[$((s - 1))]}" "$job"; then
+    grep -qx "$slot $fence" "$work/writing" 2>/dev/null || { stopped=$s; break; }
+    kill -CONT -- "-$job" 2>/dev/null; kill -CONT "${pids_b[$((s - 1))]}"
+    echo "stopped B$s after its command's write: tried again"
+  fi
+done
+if [ -z "$stopped" ]; then
+  fail "no runner of job B could be stopped before its command wrote"
+  for l in "$work"/b*.log; do echo "--- $l"; cat "$l"; done
+  exit 1
+fi
 echo "stopped B$stopped and its command (pid $job)"
 sleep 3.5
 # Another runner takes the slot over (its lease lapsed) and its command
@@ -171,13 +187,13 @@ grep -q '^refused .* stale fence' "$work/effects" || fail "job B: the stopped ru
 grep -q ' lost .*not recorded' "$work/b$stopped.log" || fail "runner B$stopped did not log that it lost its slot: $(cat "$work/b$stopped.log")"
 
 # The books: status shows the slots done, with worker, attempt and exit 0.
-status=$("$ctl" cron status --store "$store_a" --job "$job_a" -n 30); rc=$?
+status=$("$ctl" cron status --store "$store_a" --job "$job_a" -n 60); rc=$?
 [ "$rc" = 0 ] || fail "cron status: rc=$rc"
 echo "$status"
 [ "$(echo "$status" | head -1 | awk '{print $1, $2, $3, $4, $5}')" = "SLOT STATE WORKER ATTEMPT EXIT" ] || fail "status header: $status"
 [ "$(echo "$status" | awk 'NR > 1 && $2 == "done" && $3 ~ /^A[123]$/ && $4 == 1 && $5 == 0' | wc -l)" -ge 8 ] \
   || fail "job A's status does not show its slots done"
-status_b=$("$ctl" cron status --store "$store" --job "$job_b" -n 30)
+status_b=$("$ctl" cron status --store "$store" --job "$job_b" -n 60)
 echo "$status_b"
 echo "$status_b" | awk 'NR > 1 && !/^#/ && $2 != "done" && $2 != "none"' | grep -q . && fail "job B has slots not done: $status_b"
 expect 3 "refused: no cron runner has run this job on this store" -- cron status --store "$store" --job "never$id"
