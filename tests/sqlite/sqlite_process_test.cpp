@@ -132,8 +132,16 @@ TEST(SqliteProcess, RacingFenceWritesKeepTheLargestTokenAcrossKills) {
             return std::make_unique<child_process>([&, id](int out) {
                 coord::sqlite::store store{path};
                 coord::basic_keyed_fenced_resource res{store};
-                for (std::uint64_t k = 1; k <= 25; ++k) {
-                    const std::uint64_t token = k * 1000 + static_cast<std::uint64_t>(id);
+                // Tokens from the steady clock (one for all processes) with
+                // the process's id below: the writers race (a token taken
+                // earlier may land later and be refused), and a replacement's
+                // tokens are above its predecessors', so it has writes of its
+                // own to be killed in (with tokens k * 1000 + id, every
+                // replacement after the first round was refused at once, and
+                // thousands of them were started before 30 kills).
+                for (int k = 1; k <= 25; ++k) {
+                    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+                    const std::uint64_t token = static_cast<std::uint64_t>(now.count()) / 64 * 64 + static_cast<std::uint64_t>(id % 64);
                     auto w = res.write("config", token, "v" + std::to_string(token));
                     if (w) {
                         if (::write(out, &token, sizeof token) != sizeof token) return 3;
