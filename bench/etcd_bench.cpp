@@ -14,7 +14,7 @@
 //                                 what an acquire adds when its spare must be renewed
 //   BM_Segment_Next/<store>       IDs from a generator on the memory and the etcd allocator
 // The member comes from COORD_ETCD_URL (etcd://HOST:PORT; .ci/run starts one
-// with tests/etcd.sh); without it the binary fails.
+// with tests/etcd/etcd.sh); without it the binary fails.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -32,7 +32,7 @@
 namespace {
 
 std::string url() {
-    static const std::string u = coord::bench::required_env("COORD_ETCD_URL", "etcd://HOST:PORT; tests/etcd.sh starts a member");
+    static const std::string u = coord::bench::required_env("COORD_ETCD_URL", "etcd://HOST:PORT; tests/etcd/etcd.sh starts a member");
     return u;
 }
 using coord::bench::fail;

@@ -401,7 +401,7 @@ std::shared_ptr<PGconn> pg_connect() {
     return conn;
 }
 // Every statement clients sent to the database (pg_stat_statements, which
-// tests/postgres.sh loads; counted as each ends). Each is a transaction of
+// tests/postgres/postgres.sh loads; counted as each ends). Each is a transaction of
 // its own: neither coord's waiters nor the polling lock open one around them.
 struct postgres_transactions {
     std::shared_ptr<PGconn> c = pg_connect();

@@ -13,7 +13,7 @@
 //   BM_Segment_Next/<store>  IDs from a generator on the memory and the PostgreSQL
 //                            allocator (target: within 1.1x; the allocator is off the hot path)
 // The server comes from COORD_PG_CONNINFO (.ci/run starts one with
-// tests/postgres.sh); without it the binary fails.
+// tests/postgres/postgres.sh); without it the binary fails.
 #include <benchmark/benchmark.h>
 #include <libpq-fe.h>
 #include <unistd.h>
@@ -253,7 +253,7 @@ BENCHMARK(BM_Segment_Next_Postgres)->Threads(1)->Threads(2)->UseRealTime();
 
 int main(int argc, char** argv) {
     if (conninfo().empty()) {
-        std::fprintf(stderr, "postgres_bench: set COORD_PG_CONNINFO (tests/postgres.sh starts a server)\n");
+        std::fprintf(stderr, "postgres_bench: set COORD_PG_CONNINFO (tests/postgres/postgres.sh starts a server)\n");
         return 1;
     }
     benchmark::Initialize(&argc, argv);

@@ -14,7 +14,7 @@
 //                                 each on its own key: items/s at 8 threads over 1 is the
 //                                 pool's scaling
 // The server comes from COORD_REDIS_URL (redis://HOST:PORT; .ci/run starts
-// one with tests/redis.sh); without it the binary fails.
+// one with tests/redis/redis.sh); without it the binary fails.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -32,7 +32,7 @@
 namespace {
 
 std::string url() {
-    static const std::string u = coord::bench::required_env("COORD_REDIS_URL", "redis://HOST:PORT; tests/redis.sh starts a server");
+    static const std::string u = coord::bench::required_env("COORD_REDIS_URL", "redis://HOST:PORT; tests/redis/redis.sh starts a server");
     return u;
 }
 using coord::bench::fail;

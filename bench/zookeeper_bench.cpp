@@ -9,7 +9,7 @@
 //   BM_Zk_LeaseAcquireRelease     an acquire and a release; items are operations (two an
 //                                 iteration): each one conditional setData (<= 1.3x)
 // The server comes from COORD_ZK_URL (zookeeper://HOST:PORT; .ci/run starts
-// one with tests/zookeeper.sh); without it the binary fails.
+// one with tests/zookeeper/zookeeper.sh); without it the binary fails.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -25,7 +25,7 @@
 namespace {
 
 std::string url() {
-    static const std::string u = coord::bench::required_env("COORD_ZK_URL", "zookeeper://HOST:PORT; tests/zookeeper.sh starts a server");
+    static const std::string u = coord::bench::required_env("COORD_ZK_URL", "zookeeper://HOST:PORT; tests/zookeeper/zookeeper.sh starts a server");
     return u;
 }
 using coord::bench::fail;

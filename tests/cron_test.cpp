@@ -627,10 +627,11 @@ struct lossy_store {
         }
         return r;
     }
-    coord::result<void> ledger_heartbeat(std::string_view k, coord::fence_token f, std::int64_t t) {
+    coord::result<void> ledger_heartbeat(std::string_view k, coord::fence_token f, std::chrono::nanoseconds t) {
         return s->ledger_heartbeat(k, f, t);
     }
-    coord::result<void> ledger_complete(std::string_view k, coord::fence_token f, std::string_view r, std::int64_t t) {
+    coord::result<void> ledger_complete(std::string_view k, coord::fence_token f, std::string_view r,
+                                       std::chrono::nanoseconds t) {
         return s->ledger_complete(k, f, r, t);
     }
     coord::result<void> ledger_fail(std::string_view k, coord::fence_token f, std::string_view r) {

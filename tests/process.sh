@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Sourced by the server scripts in tests/ (redis.sh, etcd.sh, zookeeper.sh):
+# Sourced by the server scripts (tests/redis/redis.sh, etcd/etcd.sh, zookeeper/zookeeper.sh):
 #   alive PID   true while any thread of the process runs. Every thread gone
 #               or a zombie is dead: a killed process's leader is a zombie
 #               while its other threads still exit, holding its sockets, and

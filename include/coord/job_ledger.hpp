@@ -167,12 +167,13 @@ private:
 ///   fence = previous fence + 1 (fences of a slot only grow, also across
 ///   restarts and pruning of other records), attempt + 1, holder, lease end
 ///   (now + lease_ttl), started time (now).
-/// - ledger_heartbeat(key, fence, ttl_ns) / ledger_complete(key, fence,
-///   result, retain_until_ns) / ledger_fail(key, fence, reason) with a fence
+/// - ledger_heartbeat(key, fence, ttl) / ledger_complete(key, fence,
+///   result, retain_until) / ledger_fail(key, fence, reason) with a fence
 ///   that is not the record's current fence, or on a record not running, are
 ///   refused with errc::stale_fence and change nothing. heartbeat moves the
-///   lease end to now + ttl_ns; complete stores the result, marks done, sets
-///   the completion time (now) and the retention end; fail records the reason
+///   lease end to now + ttl; complete stores the result, marks done, sets
+///   the completion time (now) and the retention end (retain_until: since
+///   the Unix epoch on the store's clock, as ledger_record's times); fail records the reason
 ///   and makes the slot claimable again.
 /// - ledger_prune() removes done records whose retention ended before now.
 /// - ledger_revoke(key, reason) ends a running claim: the fence grows by
@@ -186,7 +187,7 @@ private:
 ///   the repeat stale_fence with the record done (read it to tell).
 template <class S>
 concept ledger_store = requires(S& s, const ledger_claim_request& req, std::string_view key, fence_token f,
-                                std::int64_t t) {
+                                std::chrono::nanoseconds t) {
     { s.ledger_claim(req) } -> std::same_as<result<claim_outcome>>;
     { s.ledger_heartbeat(key, f, t) } -> std::same_as<result<void>>;
     { s.ledger_complete(key, f, key, t) } -> std::same_as<result<void>>;
@@ -198,13 +199,13 @@ concept ledger_store = requires(S& s, const ledger_claim_request& req, std::stri
 
 /// A ledger store that can run a claim, the effect and the done marker as
 /// one atomic step (under one lock or in one transaction).
-/// ledger_run_atomic(req, retain_until_ns, fn) claims as ledger_claim; when
+/// ledger_run_atomic(req, retain_until, fn) claims as ledger_claim; when
 /// granted it calls fn(granted outcome) -> std::string and marks the slot
 /// done with that result before anyone else can claim it. If fn throws, the
 /// attempt is recorded as failed and the exception propagates. The effect
 /// runs under the store's lock: it must not call the same store.
 template <class S>
-concept ledger_run_store = ledger_store<S> && requires(S& s, const ledger_claim_request& req, std::int64_t t) {
+concept ledger_run_store = ledger_store<S> && requires(S& s, const ledger_claim_request& req, std::chrono::nanoseconds t) {
     { s.ledger_run_atomic(req, t, [](const claim_outcome&) { return std::string(); }) }
         -> std::same_as<result<claim_outcome>>;
 };
@@ -272,7 +273,7 @@ public:
     /// Extends the execution lease of the claim with `fence`.
     /// Refusal: errc::stale_fence when a newer claim exists or it is not running.
     result<void> heartbeat(const slot& s, fence_token fence) {
-        return store_->ledger_heartbeat(s.to_string(), fence, ns(opt_.lease_ttl));
+        return store_->ledger_heartbeat(s.to_string(), fence, std::chrono::nanoseconds{opt_.lease_ttl});
     }
 
     /// Marks the slot done with `result`. Refusal: errc::stale_fence when a
@@ -375,9 +376,9 @@ private:
     }
     // The scheduled time plus the retention, saturated: a slot after 2262
     // is kept until the int64 nanosecond range ends.
-    std::int64_t retain_until(const slot& s) const {
-        return detail::add_saturated(detail::ns_of_ms_saturated(s.scheduled().time_since_epoch().count()),
-                                     ns(opt_.retention));
+    std::chrono::nanoseconds retain_until(const slot& s) const {
+        return std::chrono::nanoseconds{detail::add_saturated(
+            detail::ns_of_ms_saturated(s.scheduled().time_since_epoch().count()), ns(opt_.retention))};
     }
     static run_outcome from_claim(claim_outcome&& c) {
         run_outcome out;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/etcd/etcd_support.hpp: the etcd servers the tests use (started by the
-// ctest fixtures, tests/etcd.sh: one member, and a cluster of three; their
+// ctest fixtures, tests/etcd/etcd.sh: one member, and a cluster of three; their
 // URLs in COORD_ETCD_URL and COORD_ETCD_CLUSTER_URL) and the factory the
 // conformance suites run on (a fresh key prefix each). A missing server fails
 // the test.

@@ -5,7 +5,7 @@
 set -u
 ctl="$1"
 store="postgres:$2"
-pg_script="${3:-}"  # tests/postgres.sh and the server's directory: to pause it
+pg_script="${3:-}"  # tests/postgres/postgres.sh and the server's directory: to pause it
 pg_dir="${4:-}"
 run="r$$"
 failures=0

@@ -8,7 +8,7 @@
 set -u
 ctl="$1"
 url="$2"              # redis://127.0.0.1:PORT
-redis_script="${3:-}" # tests/redis.sh, the server's directory and port: to pause it
+redis_script="${3:-}" # tests/redis/redis.sh, the server's directory and port: to pause it
 redis_dir="${4:-}"
 redis_port="${5:-}"
 store="$url/1"        # database 1: the library's tests use 0

@@ -153,10 +153,10 @@ rm -f "$schedule"
 # --- the store -------------------------------------------------------------
 stop_server() {
   case "$engine" in
-    postgres) bash "$root/tests/postgres.sh" stop "$state" ;;
-    redis) bash "$root/tests/redis.sh" stop "$state" ;;
-    etcd) bash "$root/tests/etcd.sh" stop "$state" ;;
-    zookeeper) bash "$root/tests/zookeeper.sh" stop "$state" ;;
+    postgres) bash "$root/tests/postgres/postgres.sh" stop "$state" ;;
+    redis) bash "$root/tests/redis/redis.sh" stop "$state" ;;
+    etcd) bash "$root/tests/etcd/etcd.sh" stop "$state" ;;
+    zookeeper) bash "$root/tests/zookeeper/zookeeper.sh" stop "$state" ;;
     *) rm -rf "$state" ;;
   esac
 }
@@ -167,20 +167,20 @@ case "$engine" in
   sqlite) rm -rf "$state"; mkdir -p "$state"; store="sqlite:$state/store.db" ;;
   postgres)
     port=23432
-    bash "$root/tests/postgres.sh" start "$state" "$port" durable
-    store="postgres:$(bash "$root/tests/postgres.sh" conninfo "$state" "$port")" ;;
+    bash "$root/tests/postgres/postgres.sh" start "$state" "$port" durable
+    store="postgres:$(bash "$root/tests/postgres/postgres.sh" conninfo "$state" "$port")" ;;
   redis)
     port=23379
-    bash "$root/tests/redis.sh" start "$state" "$port"
-    store="$(bash "$root/tests/redis.sh" conninfo "$state" "$port")/0" ;;
+    bash "$root/tests/redis/redis.sh" start "$state" "$port"
+    store="$(bash "$root/tests/redis/redis.sh" conninfo "$state" "$port")/0" ;;
   etcd)
     port=23390
-    bash "$root/tests/etcd.sh" start "$state" "$port" 1 durable
-    store="$(bash "$root/tests/etcd.sh" conninfo "$state" "$port" 1)" ;;
+    bash "$root/tests/etcd/etcd.sh" start "$state" "$port" 1 durable
+    store="$(bash "$root/tests/etcd/etcd.sh" conninfo "$state" "$port" 1)" ;;
   zookeeper)
     port=23400
-    bash "$root/tests/zookeeper.sh" start "$state" "$port" 1 durable
-    store="$(bash "$root/tests/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
+    bash "$root/tests/zookeeper/zookeeper.sh" start "$state" "$port" 1 durable
+    store="$(bash "$root/tests/zookeeper/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
 esac
 "$coordctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none --force >/dev/null
 "$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
@@ -246,10 +246,10 @@ heal() {
   if [ -n "$netns" ]; then fw -F INPUT 2>/dev/null || true; fw -F OUTPUT 2>/dev/null || true; fi
   for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true; done
   case "$engine" in
-    postgres) bash "$root/tests/postgres.sh" resume "$state" 2>/dev/null || true ;;
-    redis) bash "$root/tests/redis.sh" resume "$state" 2>/dev/null || true ;;
-    etcd) bash "$root/tests/etcd.sh" resume "$state" 0 2>/dev/null || true ;;
-    zookeeper) bash "$root/tests/zookeeper.sh" resume "$state" 0 2>/dev/null || true ;;
+    postgres) bash "$root/tests/postgres/postgres.sh" resume "$state" 2>/dev/null || true ;;
+    redis) bash "$root/tests/redis/redis.sh" resume "$state" 2>/dev/null || true ;;
+    etcd) bash "$root/tests/etcd/etcd.sh" resume "$state" 0 2>/dev/null || true ;;
+    zookeeper) bash "$root/tests/zookeeper/zookeeper.sh" resume "$state" 0 2>/dev/null || true ;;
   esac
 }
 cleanup() {
@@ -331,10 +331,10 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
     server-kill)
       targets=server
       case "$engine" in
-        postgres) sleep_ms "$d"; bash "$root/tests/postgres.sh" kill "$state" "$port" ;;
-        redis) sleep_ms "$d"; bash "$root/tests/redis.sh" kill "$state" "$port" ;;
-        etcd) bash "$root/tests/etcd.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/etcd.sh" restart "$state" 0 ;;
-        zookeeper) bash "$root/tests/zookeeper.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/zookeeper.sh" restart "$state" 0 ;;
+        postgres) sleep_ms "$d"; bash "$root/tests/postgres/postgres.sh" kill "$state" "$port" ;;
+        redis) sleep_ms "$d"; bash "$root/tests/redis/redis.sh" kill "$state" "$port" ;;
+        etcd) bash "$root/tests/etcd/etcd.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/etcd/etcd.sh" restart "$state" 0 ;;
+        zookeeper) bash "$root/tests/zookeeper/zookeeper.sh" kill "$state" 0; sleep_ms "$d"; bash "$root/tests/zookeeper/zookeeper.sh" restart "$state" 0 ;;
       esac ;;
     server-pause)
       targets=server

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/postgres/pg_support.hpp: the PostgreSQL the tests use (started by the
-// ctest fixture, tests/postgres.sh, its conninfo in COORD_PG_CONNINFO) and the
+// ctest fixture, tests/postgres/postgres.sh, its conninfo in COORD_PG_CONNINFO) and the
 // factory the conformance suites run on. Each factory works in a fresh schema,
 // so tests never see each other's rows. A missing server fails the test.
 #pragma once

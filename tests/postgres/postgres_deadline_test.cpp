@@ -4,7 +4,7 @@
 // may assume: unavailable (it certainly did not apply) or outcome_unknown (it
 // may have). After the server resumes, the next call succeeds and nothing was
 // applied twice. The server is the fixture's own, paused with SIGSTOP
-// (tests/postgres.sh pause: the postmaster and every backend).
+// (tests/postgres/postgres.sh pause: the postmaster and every backend).
 //
 // The elapsed times checked here are hang guards (timeout plus a margin of
 // seconds, against a wait that otherwise has no end), not speed claims.

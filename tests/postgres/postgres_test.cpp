@@ -186,7 +186,7 @@ TEST(Postgres, ServerRestartGivesErrorsThenRecoversWithNothingLost) {
     coord::postgres::store store{conninfo};
     coord::basic_keyed_fenced_resource res{store};
     ASSERT_TRUE(res.write("k", 5, "before"));
-    // The fixture's server, restarted on its own data (tests/postgres.sh restart).
+    // The fixture's server, restarted on its own data (tests/postgres/postgres.sh restart).
     ASSERT_EQ(std::system(COORD_PG_RESTART_COMMAND), 0) << COORD_PG_RESTART_COMMAND;
     // The old connection is dead: the first call reports it (a write that may
     // have been sent is "outcome unknown", never success or failure) ...

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/redis/redis_support.hpp: the Redis the tests use (started by the
-// ctest fixture, tests/redis.sh, its URL in COORD_REDIS_URL) and the factory
+// ctest fixture, tests/redis/redis.sh, its URL in COORD_REDIS_URL) and the factory
 // the conformance suites run on. Each factory works under a fresh key prefix
 // (its own hash tag), so tests never see each other's keys. A missing server
 // fails the test.

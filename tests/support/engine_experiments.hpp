@@ -31,8 +31,8 @@ namespace coord::test {
 
 using namespace std::chrono_literals;
 
-/// The members of a test cluster, through its script (tests/etcd.sh,
-/// tests/zookeeper.sh): `leader` prints the leader's index; kill, restart,
+/// The members of a test cluster, through its script (tests/etcd/etcd.sh,
+/// tests/zookeeper/zookeeper.sh): `leader` prints the leader's index; kill, restart,
 /// pause and resume take one.
 class cluster_script {
 public:

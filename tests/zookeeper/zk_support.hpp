@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/zookeeper/zk_support.hpp: the ZooKeeper servers the tests use
-// (started by the ctest fixtures, tests/zookeeper.sh: a standalone server and
+// (started by the ctest fixtures, tests/zookeeper/zookeeper.sh: a standalone server and
 // an ensemble of three; their URLs in COORD_ZK_URL and COORD_ZK_ENSEMBLE_URL)
 // and the factory the conformance suites run on (a fresh root each). A
 // missing server fails the test.

@@ -37,17 +37,17 @@ public:
         if (!r) return unexpected(r.error());
         return claim_answer(*r);
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
         using namespace detail;
         return update("UPDATE coord_ledger SET lease_until_ns = coord_now_ns($4) + $3 "
                       "WHERE key = $1 AND state = 1 AND fence = $2",
-                      {param(key), param_u64(fence), param(ttl_ns), now_ns_param(clock_)});
+                      {param(key), param_u64(fence), param(ttl.count()), now_ns_param(clock_)});
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until) {
+                                 std::chrono::nanoseconds retain_until) {
         using namespace detail;
         return update(done_sql,
-                      {param(key), param_u64(fence), bytes_param(result_text), now_ns_param(clock_), param(retain_until)});
+                      {param(key), param_u64(fence), bytes_param(result_text), now_ns_param(clock_), param(retain_until.count())});
     }
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
         using namespace detail;
@@ -112,7 +112,7 @@ public:
     /// to learn which (replayed, or granted once the execution lease ends).
     /// fn must not call this store (its connection is in use).
     template <class F>
-    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
+    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::chrono::nanoseconds retain_until, F&& fn) {
         using namespace detail;
         pool::call c(pool_);
         auto rollback = [&](coord::error e) {
@@ -147,7 +147,7 @@ public:
         // The done marker and COMMIT in one round trip.
         auto done = c.pipeline({{done_sql,
                                  {param(q.key), param_u64(granted->fence), bytes_param(produced), now_ns_param(clock_),
-                                  param(retain_until)}},
+                                  param(retain_until.count())}},
                                 {"COMMIT", {}}},
                                true);
         if (!done) {

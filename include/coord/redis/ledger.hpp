@@ -54,15 +54,15 @@ public:
         out.result = std::string(detail::element(a, 5));
         return out;
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
-        return update(scripts::ledger_heartbeat, {slot_key(key)}, {ctx_.now(), std::to_string(fence), detail::ns_arg(ttl_ns)},
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
+        return update(scripts::ledger_heartbeat, {slot_key(key)}, {ctx_.now(), std::to_string(fence), detail::ns_arg(ttl.count())},
                       true);
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until) {
-        const std::int64_t score_ms = retain_until / 1'000'000 - (retain_until % 1'000'000 < 0 ? 1 : 0);
+                                 std::chrono::nanoseconds retain_until) {
+        const std::int64_t score_ms = retain_until.count() / 1'000'000 - (retain_until.count() % 1'000'000 < 0 ? 1 : 0);
         return update(scripts::ledger_complete, {slot_key(key), done_key()},
-                      {ctx_.now(), std::to_string(fence), std::string(result_text), std::to_string(retain_until),
+                      {ctx_.now(), std::to_string(fence), std::string(result_text), std::to_string(retain_until.count()),
                        std::to_string(score_ms), std::string(key)},
                       true);
     }

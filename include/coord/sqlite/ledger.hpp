@@ -46,15 +46,15 @@ public:
         if (auto d = t.commit(); !d) return unexpected(d.error());
         return c;
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
         return update(key, [&](ledger_record* r, std::int64_t now) {
-            return coord::detail::ledger_rule::heartbeat(r, fence, ttl_ns, now);
+            return coord::detail::ledger_rule::heartbeat(r, fence, ttl.count(), now);
         });
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until) {
+                                 std::chrono::nanoseconds retain_until) {
         return update(key, [&](ledger_record* r, std::int64_t now) {
-            return coord::detail::ledger_rule::complete(r, fence, result_text, now, retain_until);
+            return coord::detail::ledger_rule::complete(r, fence, result_text, now, retain_until.count());
         });
     }
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
@@ -85,7 +85,7 @@ public:
     }
 
     template <class F>
-    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
+    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::chrono::nanoseconds retain_until, F&& fn) {
         database::transaction t(db_, true);
         if (!t) return unexpected(*t.failed());
         ledger_record rec;
@@ -111,7 +111,7 @@ public:
             }
         }
         if (int rc = db_.exec_raw("RELEASE coord_effect"); rc != SQLITE_OK) return unexpected(t.error(rc));
-        (void)coord::detail::ledger_rule::complete(&rec, c->fence, produced, now_ns(), retain_until);
+        (void)coord::detail::ledger_rule::complete(&rec, c->fence, produced, now_ns(), retain_until.count());
         if (auto s = save(t, rec); !s) return unexpected(s.error());
         if (auto d = t.commit(); !d) return unexpected(d.error());
         c->result = std::move(produced);

@@ -587,15 +587,15 @@ public:
             },
             [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
         return transact<true, error>([&](detail::file_state& s, std::int64_t now) {
-            return detail::ledger_rule::heartbeat(find_record(s, key), fence, ttl_ns, now);
+            return detail::ledger_rule::heartbeat(find_record(s, key), fence, ttl.count(), now);
         });
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until) {
+                                 std::chrono::nanoseconds retain_until) {
         return transact<true, error>([&](detail::file_state& s, std::int64_t now) {
-            return detail::ledger_rule::complete(find_record(s, key), fence, result_text, now, retain_until);
+            return detail::ledger_rule::complete(find_record(s, key), fence, result_text, now, retain_until.count());
         });
     }
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {

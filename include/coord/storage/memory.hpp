@@ -186,14 +186,14 @@ public:
         if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
         return detail::ledger_rule::claim(detail::find_or_insert(ledger_, q.key), q, now);
     }
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
         std::lock_guard lk(ledger_mutex_);
-        return detail::ledger_rule::heartbeat(find_record(key), fence, ttl_ns, unix_now_ns());
+        return detail::ledger_rule::heartbeat(find_record(key), fence, ttl.count(), unix_now_ns());
     }
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until) {
+                                 std::chrono::nanoseconds retain_until) {
         std::lock_guard lk(ledger_mutex_);
-        return detail::ledger_rule::complete(find_record(key), fence, result_text, unix_now_ns(), retain_until);
+        return detail::ledger_rule::complete(find_record(key), fence, result_text, unix_now_ns(), retain_until.count());
     }
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
         std::lock_guard lk(ledger_mutex_);
@@ -215,7 +215,7 @@ public:
         return detail::ledger_rule::revoke(find_record(key), reason);
     }
     template <class F>
-    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::int64_t retain_until, F&& fn) {
+    result<claim_outcome> ledger_run_atomic(const ledger_claim_request& q, std::chrono::nanoseconds retain_until, F&& fn) {
         std::lock_guard lk(ledger_mutex_);
         const auto now = unix_now_ns();
         if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
@@ -232,7 +232,7 @@ public:
             (void)detail::ledger_rule::fail(&r, c->fence, "unknown exception");
             throw;
         }
-        (void)detail::ledger_rule::complete(&r, c->fence, produced, unix_now_ns(), retain_until);
+        (void)detail::ledger_rule::complete(&r, c->fence, produced, unix_now_ns(), retain_until.count());
         c->result = std::move(produced);
         return c;
     }

@@ -48,18 +48,18 @@ public:
         });
     }
 
-    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::int64_t ttl_ns) {
+    result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
         return cas<void>(key, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
-            auto h = coord::detail::ledger_rule::heartbeat(exists ? &r : nullptr, fence, ttl_ns, now);
+            auto h = coord::detail::ledger_rule::heartbeat(exists ? &r : nullptr, fence, ttl.count(), now);
             const bool ok = h.has_value();
             return {std::move(h), ok};
         });
     }
 
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
-                                 std::int64_t retain_until_ns) {
+                                 std::chrono::nanoseconds retain_until) {
         return cas<void>(key, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
-            auto c = coord::detail::ledger_rule::complete(exists ? &r : nullptr, fence, result_text, now, retain_until_ns);
+            auto c = coord::detail::ledger_rule::complete(exists ? &r : nullptr, fence, result_text, now, retain_until.count());
             const bool ok = c.has_value();
             return {std::move(c), ok};
         });

@@ -5,26 +5,26 @@
 # missing and the user is root (the packaged service is never started). ctest
 # runs `start` and `stop` as the fixtures of the tests that need them.
 #
-#   tests/etcd.sh install             # the server's packages when missing (as root), nothing started
-#   tests/etcd.sh start DIR PORT [N] [durable]
+#   tests/etcd/etcd.sh install             # the server's packages when missing (as root), nothing started
+#   tests/etcd/etcd.sh start DIR PORT [N] [durable]
 #                                      # a fresh cluster of N members (1 or 3, default 1):
 #                                      # member i serves clients on PORT+2i, peers on PORT+2i+1;
 #                                      # durable: etcd's own fsync kept (the fault suite)
-#   tests/etcd.sh stop DIR             # every member stopped, DIR removed
-#   tests/etcd.sh kill DIR I           # SIGKILL member I (0-based)
-#   tests/etcd.sh restart DIR I        # start member I again on its data
-#   tests/etcd.sh pause DIR I          # SIGSTOP member I
-#   tests/etcd.sh resume DIR I         # SIGCONT member I
-#   tests/etcd.sh leader DIR           # the index of the member that is leader now
-#   tests/etcd.sh conninfo DIR PORT [N]  # etcd://127.0.0.1:PORT[,...]
+#   tests/etcd/etcd.sh stop DIR             # every member stopped, DIR removed
+#   tests/etcd/etcd.sh kill DIR I           # SIGKILL member I (0-based)
+#   tests/etcd/etcd.sh restart DIR I        # start member I again on its data
+#   tests/etcd/etcd.sh pause DIR I          # SIGSTOP member I
+#   tests/etcd/etcd.sh resume DIR I         # SIGCONT member I
+#   tests/etcd/etcd.sh leader DIR           # the index of the member that is leader now
+#   tests/etcd/etcd.sh conninfo DIR PORT [N]  # etcd://127.0.0.1:PORT[,...]
 #
 # No fsync (--unsafe-no-fsync) unless started durable: a SIGKILL loses
 # nothing the OS holds; the tests kill processes, not machines.
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
-source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 # shellcheck source=tests/process.sh
-source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"

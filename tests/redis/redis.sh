@@ -8,25 +8,25 @@
 # started). ctest runs `start` and `stop` as the fixture of every test that
 # needs the server.
 #
-#   tests/redis.sh install            # the server's packages when missing (as root), nothing started
-#   tests/redis.sh start DIR PORT [durable|volatile]
+#   tests/redis/redis.sh install            # the server's packages when missing (as root), nothing started
+#   tests/redis/redis.sh start DIR PORT [durable|volatile]
 #                                     # fresh server, empty data set; volatile: no
 #                                     # append-only file (the benchmarks: coord's cost,
 #                                     # not the disk's; durable is the default)
-#   tests/redis.sh stop DIR           # clean shutdown, removes DIR
-#   tests/redis.sh restart DIR PORT   # clean shutdown and start on the same data
-#   tests/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
-#   tests/redis.sh lose DIR PORT      # SIGKILL, the data removed, start empty: a
+#   tests/redis/redis.sh stop DIR           # clean shutdown, removes DIR
+#   tests/redis/redis.sh restart DIR PORT   # clean shutdown and start on the same data
+#   tests/redis/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
+#   tests/redis/redis.sh lose DIR PORT      # SIGKILL, the data removed, start empty: a
 #                                     # restart without persistence, or a failover to
 #                                     # a replica that had none of the writes
-#   tests/redis.sh pause DIR          # SIGSTOP the server (a long pause, a frozen VM)
-#   tests/redis.sh resume DIR         # SIGCONT it
-#   tests/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
+#   tests/redis/redis.sh pause DIR          # SIGSTOP the server (a long pause, a frozen VM)
+#   tests/redis/redis.sh resume DIR         # SIGCONT it
+#   tests/redis/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
-source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 # shellcheck source=tests/process.sh
-source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"

@@ -6,25 +6,25 @@
 # packaged cluster on 5432 is never started). ctest runs `start` and `stop`
 # as the fixture of every test that needs the server.
 #
-#   tests/postgres.sh install         # the server's packages when missing (as root), nothing started
-#   tests/postgres.sh start DIR PORT [durable]
+#   tests/postgres/postgres.sh install         # the server's packages when missing (as root), nothing started
+#   tests/postgres/postgres.sh start DIR PORT [durable]
 #                                        # fresh server, database "coord"; durable: fsync and
 #                                        # synchronous commit on (the fault suite: an
 #                                        # acknowledged commit survives a SIGKILL)
-#   tests/postgres.sh stop DIR           # clean shutdown, removes DIR
-#   tests/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
-#   tests/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
-#   tests/postgres.sh kill DIR PORT      # SIGKILL the server and every backend, then start it on its data
+#   tests/postgres/postgres.sh stop DIR           # clean shutdown, removes DIR
+#   tests/postgres/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
+#   tests/postgres/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
+#   tests/postgres/postgres.sh kill DIR PORT      # SIGKILL the server and every backend, then start it on its data
 #                                        # (crash recovery from the write-ahead log)
-#   tests/postgres.sh pause DIR          # SIGSTOP the server and every backend (a long pause, a frozen VM)
-#   tests/postgres.sh resume DIR         # SIGCONT them
+#   tests/postgres/postgres.sh pause DIR          # SIGSTOP the server and every backend (a long pause, a frozen VM)
+#   tests/postgres/postgres.sh resume DIR         # SIGCONT them
 #
 # Gotchas handled here: initdb and postgres refuse to run as root (they run as
 # the postgres user then); the socket directory must be one the server user
 # can write; a stale server from an earlier run on DIR is stopped first.
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
-source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 
 cmd="${1:-}"
 dir="${2:-}"

@@ -6,27 +6,27 @@
 # the user is root (the packaged service is never started). ctest runs
 # `start` and `stop` as the fixtures of the tests that need them.
 #
-#   tests/zookeeper.sh install          # the server's packages when missing (as root), nothing started
-#   tests/zookeeper.sh start DIR PORT [N] [durable]
+#   tests/zookeeper/zookeeper.sh install          # the server's packages when missing (as root), nothing started
+#   tests/zookeeper/zookeeper.sh start DIR PORT [N] [durable]
 #                                            # a fresh standalone server (N=1) or ensemble (N=3):
 #                                            # server i serves clients on PORT+3i; durable:
 #                                            # forceSync=yes (the fault suite)
-#   tests/zookeeper.sh stop DIR              # every server stopped, DIR removed
-#   tests/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
-#   tests/zookeeper.sh restart DIR I         # start server I again on its data
-#   tests/zookeeper.sh restart-all DIR       # SIGKILL every server, start them all again on their data
-#   tests/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
-#   tests/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
-#   tests/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
+#   tests/zookeeper/zookeeper.sh stop DIR              # every server stopped, DIR removed
+#   tests/zookeeper/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
+#   tests/zookeeper/zookeeper.sh restart DIR I         # start server I again on its data
+#   tests/zookeeper/zookeeper.sh restart-all DIR       # SIGKILL every server, start them all again on their data
+#   tests/zookeeper/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
+#   tests/zookeeper/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
+#   tests/zookeeper/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
 #
 # forceSync=no unless started durable: a SIGKILL loses nothing the OS holds
 # (the tests kill processes, not machines); production wants forceSync=yes
 # (README).
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
-source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 # shellcheck source=tests/process.sh
-source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
