@@ -95,8 +95,8 @@ TEST(Session, RotateKillsTheOldIdAgainstFixation) {
     auto loaded = f.sessions.load(fresh->id);
     ASSERT_TRUE(loaded);
     EXPECT_EQ(loaded->user, "alice");
-    EXPECT_EQ(loaded->created_ms, s->created_ms);  // rotation keeps the absolute timeout
-    EXPECT_EQ(loaded->absolute_expiry_ms, s->absolute_expiry_ms);
+    EXPECT_EQ(loaded->created, s->created);  // rotation keeps the absolute timeout
+    EXPECT_EQ(loaded->absolute_expiry, s->absolute_expiry);
     EXPECT_EQ(f.sessions.rotate(*s).error(), errc::session_not_found);  // the old handle cannot rotate again
 }
 
@@ -175,7 +175,7 @@ TEST(Session, TwoInstancesAgreeOnTheStoresClock) {
     manager other{f.store, {.idle_timeout = 30min, .absolute_timeout = 8h}};
     auto s = f.sessions.create("alice");
     ASSERT_TRUE(s);
-    EXPECT_EQ(s->created_ms, coord::unix_millis(f.clock.now()));
+    EXPECT_EQ(s->created.count(), coord::unix_millis(f.clock.now()));
     EXPECT_EQ(s->remaining, 8h);
     f.clock.advance(20min);
     auto seen = other.load(s->id);
@@ -194,8 +194,8 @@ TEST(Session, SteadyMemoryStoreReportsUnixTimes) {
     auto s = sessions.create("alice");
     ASSERT_TRUE(s);
     const auto now = coord::unix_millis(std::chrono::system_clock::now());
-    EXPECT_LE(std::abs(s->created_ms - now), 60'000);
-    EXPECT_EQ(s->absolute_expiry_ms - s->created_ms, std::chrono::milliseconds(12h).count());
+    EXPECT_LE(std::abs(s->created.count() - now), 60'000);
+    EXPECT_EQ(s->absolute_expiry - s->created, 12h);
 }
 
 TEST(Session, OptionsAreChecked) {

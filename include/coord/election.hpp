@@ -24,8 +24,11 @@
 // Waiting: campaign waits with the store's queued acquire where it has one
 // (first come, first served; woken by the store), and otherwise tries again
 // when the leader's term is due to end (at most every second, at least every
-// 10 ms). observe() polls the store every `poll` (default 100 ms): a new
-// leader is seen at most that long after it was granted.
+// 10 ms). observe() is woken by the store's notification where it has one
+// (lease_watch_store: ZooKeeper's watch on the lease's node) and reads again
+// at least every `poll` (default 1 s there: a term that ends unrenewed is
+// notified by no write); on the other stores it polls every `poll` (default
+// 100 ms): a new leader is seen at most that long after it was granted.
 #pragma once
 
 #include <algorithm>
@@ -106,9 +109,26 @@ public:
     /// Waits until the leadership differs from `known` (another term, or
     /// nobody after someone, or someone after nobody: pass nullopt for
     /// "nobody") or `deadline`, and returns who leads then.
+    /// `poll`: how often to read again without a notification (by default
+    /// 1 s on a store that notifies, 100 ms on the others).
     result<std::optional<leader_info>> observe(std::optional<fence_token> known,
                                                std::chrono::steady_clock::time_point deadline,
-                                               std::chrono::milliseconds poll = std::chrono::milliseconds{100}) {
+                                               std::optional<std::chrono::milliseconds> poll = std::nullopt) {
+        if constexpr (lease_watch_store<Store>) {
+            auto watch = store_->lease_watching(name_);
+            return observe_with(known, deadline, poll.value_or(std::chrono::seconds{1}),
+                                [&](auto until) { (void)watch.wait(until); });
+        } else {
+            return observe_with(known, deadline, poll.value_or(std::chrono::milliseconds{100}),
+                                [](auto until) { std::this_thread::sleep_until(until); });
+        }
+    }
+
+private:
+    template <class Wait>
+    result<std::optional<leader_info>> observe_with(std::optional<fence_token> known,
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    std::chrono::milliseconds poll, Wait&& wait) {
         for (;;) {
             auto now = leader();
             if (!now) return now;
@@ -116,11 +136,10 @@ public:
             if (term != known) return now;
             const auto t = std::chrono::steady_clock::now();
             if (t >= deadline) return now;
-            std::this_thread::sleep_until(std::min(deadline, t + poll));
+            wait(std::min(deadline, t + poll));
         }
     }
 
-private:
     basic_keeper<Store, Steady>* keeper_;
     Store* store_;
     std::string name_;

@@ -118,6 +118,21 @@ concept lease_queue_store =
         { s.lease_waiting(name, ticket).wait(std::size_t{0}, until) } -> std::same_as<void>;
     };
 
+/// A lease store that notifies a change of a name's lease (the engine's
+/// watch or notification): lease_watching(name) gives an object whose
+/// wait(until) returns true when the caller should read the lease again
+/// (the first wait arms the notification and returns true at once, so a
+/// change after the caller's next read is not missed; later waits return
+/// true when the lease may have changed: a grant, a renewal or a release;
+/// wakes without a change are allowed) and false at `until` (steady clock).
+/// A term that ends without a release need not be notified: read again by
+/// `until` to see it.
+template <class S>
+concept lease_watch_store =
+    lease_store<S> && requires(S& s, std::string_view name, std::chrono::steady_clock::time_point until) {
+        { s.lease_watching(name).wait(until) } -> std::same_as<bool>;
+    };
+
 /// Grants, renews and releases leases in a lease_store, checking the caller's
 /// arguments first. Thread safety: as safe as the store (every model in coord
 /// is thread-safe). Holds a reference: the store must outlive it.

@@ -116,8 +116,8 @@ struct session {
     std::string user;
     std::string data;
     std::uint64_t version = 0;
-    std::int64_t created_ms = 0;          ///< Unix ms on the store's clock
-    std::int64_t absolute_expiry_ms = 0;  ///< Unix ms on the store's clock
+    std::chrono::milliseconds created{0};          ///< since the Unix epoch on the store's clock
+    std::chrono::milliseconds absolute_expiry{0};  ///< since the Unix epoch on the store's clock
     /// What is left of the absolute term at the store's now of this step:
     /// the cookie's Max-Age, free of this instance's clock.
     std::chrono::milliseconds remaining{0};
@@ -225,8 +225,8 @@ private:
     static session to_session(std::string id, session_record rec) {
         const auto left = std::max<std::int64_t>(0, rec.absolute_expiry_ms - rec.last_seen_ms);
         return session{std::move(id),        std::move(rec.user),          std::move(rec.data),
-                       rec.version,          rec.created_ms,               rec.absolute_expiry_ms,
-                       std::chrono::milliseconds(left)};
+                       rec.version,          std::chrono::milliseconds{rec.created_ms},
+                       std::chrono::milliseconds{rec.absolute_expiry_ms},  std::chrono::milliseconds(left)};
     }
 };
 

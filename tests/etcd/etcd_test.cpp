@@ -20,6 +20,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "etcd/etcd_support.hpp"
+#include "support/lease_watch_check.hpp"
 
 namespace {
 
@@ -51,6 +52,15 @@ static_assert(std::is_same_v<coord::etcd::fenced_resource, coord::basic_fenced_r
 static_assert(std::is_same_v<coord::etcd::snowflake,
                              coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::etcd::store>>);
 static_assert(std::is_same_v<coord::etcd::segment_generator, coord::basic_segment_generator<coord::etcd::store>>);
+
+// lease_watch_store: an etcd watch on the holder key wakes the watcher at a
+// grant and a release by another client, and observe() with it.
+TEST(Etcd, ALeaseWatchWakesAtAGrantAndARelease) {
+    const auto opts = etcd_options(etcd_fresh_prefix());
+    coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::etcd::store other{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::test::expect_lease_watch_wakes(store, other);
+}
 
 TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
     auto store = fresh_store();

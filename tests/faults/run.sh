@@ -339,8 +339,8 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
     server-pause)
       targets=server
       case "$engine" in
-        postgres|redis) bash "$root/tests/$engine.sh" pause "$state"; sleep_ms "$d"; bash "$root/tests/$engine.sh" resume "$state" ;;
-        etcd|zookeeper) bash "$root/tests/$engine.sh" pause "$state" 0; sleep_ms "$d"; bash "$root/tests/$engine.sh" resume "$state" 0 ;;
+        postgres|redis) bash "$root/tests/$engine/$engine.sh" pause "$state"; sleep_ms "$d"; bash "$root/tests/$engine/$engine.sh" resume "$state" ;;
+        etcd|zookeeper) bash "$root/tests/$engine/$engine.sh" pause "$state" 0; sleep_ms "$d"; bash "$root/tests/$engine/$engine.sh" resume "$state" 0 ;;
       esac ;;
     partition)
       # Every packet to and from the server's client port dropped.

@@ -16,6 +16,7 @@
 
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
+#include "support/lease_watch_check.hpp"
 #include "zookeeper/zk_support.hpp"
 
 namespace {
@@ -64,6 +65,15 @@ TEST(ZooKeeper, TermsAreJudgedOnTheEnsemblesStampsAndTokensAreZxids) {
     auto c = other.lease_acquire("primary", "C", 1h);
     ASSERT_TRUE(c);
     EXPECT_GT(c->token, l->token);  // a later transaction: a larger zxid
+}
+
+// lease_watch_store: a watch on the lease's node wakes the watcher at a
+// grant and a release by another client, and observe() with it.
+TEST(ZooKeeper, ALeaseWatchWakesAtAGrantAndARelease) {
+    const std::string url = zk_fresh_root(zk_url());
+    coord::zookeeper::store store{url};
+    coord::zookeeper::store other{url};
+    coord::test::expect_lease_watch_wakes(store, other);
 }
 
 TEST(ZooKeeper, ARenewThatLandsAfterTheTermIsRefusedAndUndone) {

@@ -270,20 +270,7 @@ public:
             out.why = "out of memory";
             return out;
         }
-        const std::string url = base + path;
-        curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
-        curl_easy_setopt(h_, CURLOPT_POST, 1L);
-        curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.data());
-        curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-        curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h_, CURLOPT_TCP_NODELAY, 1L);
-        curl_easy_setopt(h_, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(1, timeout.count())));
-        curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS,
-                         static_cast<long>(std::max<std::int64_t>(1, std::min(timeout, connect_timeout).count())));
-        curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers());
-        curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &connection::collect);
-        curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out.body);
+        prepare(base + path, body, timeout, connect_timeout, &connection::collect, out.body);
         char words[CURL_ERROR_SIZE] = {0};
         curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, words);
         const CURLcode rc = curl_easy_perform(h_);
@@ -301,7 +288,54 @@ public:
         return out;
     }
 
+    /// POSTs a watch's create request to base + path and reads its stream
+    /// until a message with events (or the watch's cancellation) arrives:
+    /// then `answered`, with the messages in body. `timed_out` when `until`
+    /// came first (the usual end of a watch that saw nothing).
+    response watch(const std::string& base, const char* path, const std::string& body,
+                   std::chrono::steady_clock::time_point until, std::chrono::milliseconds connect_timeout) {
+        response out;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (!h_ || left.count() <= 0) {
+            out.how = h_ ? outcome::timed_out : outcome::not_sent;
+            return out;
+        }
+        prepare(base + path, body, left, connect_timeout, &connection::until_event, out.body);
+        const CURLcode rc = curl_easy_perform(h_);
+        if (rc == CURLE_WRITE_ERROR || rc == CURLE_OK) return out;  // stopped at the event (or the stream ended)
+        out.why = curl_easy_strerror(rc);
+        out.how = rc == CURLE_OPERATION_TIMEDOUT ? outcome::timed_out : outcome::lost;
+        return out;
+    }
+
 private:
+    // A POST of `body` (which must outlive the transfer) to `url`, its answer
+    // handed to `write` with `out`.
+    void prepare(const std::string& url, const std::string& body, std::chrono::milliseconds timeout,
+                 std::chrono::milliseconds connect_timeout, curl_write_callback write, std::string& out) {
+        curl_easy_setopt(h_, CURLOPT_URL, url.c_str());  // libcurl copies it
+        curl_easy_setopt(h_, CURLOPT_POST, 1L);
+        curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+        curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h_, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(h_, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(1, timeout.count())));
+        curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS,
+                         static_cast<long>(std::max<std::int64_t>(1, std::min(timeout, connect_timeout).count())));
+        curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers());
+        curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, write);
+        curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out);
+    }
+    // A watch's stream: kept until a message with events or a cancellation
+    // has come (then 0: libcurl ends the transfer).
+    static std::size_t until_event(char* p, std::size_t size, std::size_t n, void* out) {
+        auto& body = *static_cast<std::string*>(out);
+        body.append(p, size * n);
+        const bool seen = body.find("\"events\"") != std::string::npos || body.find("\"canceled\":true") != std::string::npos ||
+                          body.find("\"error\"") != std::string::npos;
+        return seen ? 0 : size * n;
+    }
     static std::size_t collect(char* p, std::size_t size, std::size_t n, void* out) {
         static_cast<std::string*>(out)->append(p, size * n);
         return size * n;
@@ -416,6 +450,24 @@ public:
         if (coord::detail::deadline_clock::now() >= until && last == errc::connection_failed)
             last = coord::error(make_error_code(errc::deadline_passed), last.detail());
         return unexpected(last);
+    }
+
+    /// How a watch ended.
+    enum class watched { event, until, other };
+    /// Watches `key` from `revision` on connection `c` (one of the caller's
+    /// own: a watch holds it until an event or `until`): `event` when a
+    /// change came, `until` when the time ran out, `other` when the watch
+    /// ended otherwise (canceled, as for a compacted revision; no member
+    /// answered).
+    watched watch(detail::connection& c, const std::string& key, std::int64_t revision,
+                  std::chrono::steady_clock::time_point until) {
+        const std::size_t at = preferred_.load(std::memory_order_relaxed) % endpoints_.size();
+        const std::string body =
+            R"({"create_request":{"key":")" + detail::b64(key) + R"(","start_revision":)" + std::to_string(revision) + "}}";
+        auto r = c.watch(endpoints_[at], "/v3/watch", body, until, opts_.connect_timeout);
+        if (r.how == detail::connection::outcome::timed_out) return watched::until;
+        if (r.how == detail::connection::outcome::answered && r.body.find("\"events\"") != std::string::npos) return watched::event;
+        return watched::other;
     }
 
 private:

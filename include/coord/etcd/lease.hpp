@@ -52,12 +52,14 @@
 // Spares end with their term when nobody reuses them (etcd's timer).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -197,6 +199,45 @@ public:
         return std::optional<lease>{lease{std::string(name), h.value, static_cast<fence_token>(h.create_revision),
                                           std::chrono::nanoseconds{(*t)->ttl_ns}, std::chrono::nanoseconds{(*t)->expires_ns}}};
     }
+
+    /// lease_watch_store: an etcd watch on the name's holder key (put at a
+    /// grant, deleted at a release and by etcd when the term ends), from the
+    /// revision read when it was armed, on a connection of its own. The
+    /// first wait reads that revision; after each event the next wait reads
+    /// it again.
+    class watching {
+    public:
+        watching(detail::context<Clock>& ctx, std::string key) : ctx_(ctx), key_(std::move(key)) {}
+        /// True: read the lease again (just armed, or the key changed);
+        /// false: `until` came first.
+        bool wait(std::chrono::steady_clock::time_point until) {
+            if (revision_ == 0) {
+                auto r = ctx_.txn({}, {detail::get(key_)}, {}, false);
+                if (!r) {
+                    std::this_thread::sleep_until(until);  // not armed: the caller's bound is the poll
+                    return false;
+                }
+                revision_ = r->revision;
+                return true;
+            }
+            switch (ctx_.calls().watch(connection_, key_, revision_ + 1, until)) {
+            case pool::watched::until: return false;
+            case pool::watched::event: break;
+            case pool::watched::other:  // armed again at the next wait; not at once (a member that keeps refusing)
+                std::this_thread::sleep_until(std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds{100}));
+                break;
+            }
+            revision_ = 0;
+            return true;
+        }
+
+    private:
+        detail::context<Clock>& ctx_;
+        std::string key_;
+        std::int64_t revision_ = 0;
+        detail::connection connection_;
+    };
+    watching lease_watching(std::string_view name) { return watching(ctx_, holder_key(name)); }
 
 private:
     // A lease of this store object's: its ID, etcd's TTL for it at the last

@@ -71,6 +71,7 @@ public:
 using store = basic_store<>;
 
 static_assert(revocation_store<store>);
+static_assert(lease_watch_store<store>);  // election's observe() is woken by a watch on the holder key
 
 // What this store models, checked, and the everyday names on it:
 // coord::etcd::lease_manager and so on (coord/detail/store_aliases.hpp).

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -173,6 +174,8 @@ struct options {
 /// a manual_clock instead, whose readings are written with each record.
 using server_clock = coord::server_clock;
 
+class session;
+
 namespace detail {
 
 /// What a completion brought back.
@@ -213,6 +216,18 @@ inline void finish(const void* data, const std::function<void(reply&)>& fill) {
     delete holder;
 }
 
+/// A one-shot watch's flag: set when ZooKeeper calls the watch (the node
+/// was created, changed or deleted, or an event of the session: a wake
+/// either way). The session keeps it until then (the C client holds a raw
+/// pointer to it), or to its own end.
+struct watch_flag {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool fired = false;
+    session* owner = nullptr;
+    std::string path;
+};
+
 inline std::string rc_words(int rc) {
     const char* w = zerror(rc);
     return w ? w : "unknown";
@@ -245,6 +260,59 @@ public:
             if (zh_) all.push_back(std::exchange(zh_, nullptr));
         }
         for (auto* zh : all) zookeeper_close(zh);  // outside the lock: its last watcher call takes it
+        // The watches that never fired die with their handles, above; their
+        // flags go with armed_ and unarmed_.
+    }
+
+    /// The watch flag of `path`: the one armed already and not fired yet
+    /// (fresh false: watchers of one node share one watch), or a new one
+    /// (fresh true: pass flag.get() as the watcher context of a zoo_aw* call
+    /// with on_watch, and unarmed() when that call failed). Kept by this
+    /// session until its watch fires.
+    std::pair<std::shared_ptr<detail::watch_flag>, bool> watch_of(const std::string& path) {
+        std::lock_guard lk(watches_mutex_);
+        auto& f = armed_[path];
+        if (f) return {f, false};
+        f = std::make_shared<detail::watch_flag>();
+        f->owner = this;
+        f->path = path;
+        return {f, true};
+    }
+    /// A new flag whose zoo_aw* call failed: not shared any more; kept (the
+    /// call may still have armed it) until it fires or the session ends.
+    void unarmed(const std::shared_ptr<detail::watch_flag>& f) {
+        std::lock_guard lk(watches_mutex_);
+        if (auto it = armed_.find(f->path); it != armed_.end() && it->second == f) armed_.erase(it);
+        unarmed_.push_back(f);
+    }
+    /// The watcher of watch_of()'s flags.
+    static void on_watch(zhandle_t*, int type, int, const char*, void* ctx) {
+        auto* f = static_cast<detail::watch_flag*>(ctx);
+        {
+            std::lock_guard lk(f->mutex);
+            f->fired = true;
+        }
+        f->cv.notify_all();
+        session* s = f->owner;
+        std::lock_guard lk(s->watches_mutex_);
+        auto it = s->armed_.find(f->path);
+        const bool shared = it != s->armed_.end() && it->second.get() == f;
+        if (type == ZOO_SESSION_EVENT) {
+            // A session's event does not end the watch (the client delivers
+            // it to every watch it keeps, and may call it again): fired, so
+            // no longer shared, and kept.
+            if (shared) {
+                s->unarmed_.push_back(std::move(it->second));
+                s->armed_.erase(it);
+            }
+            return;
+        }
+        // A node's event ends the watch: f may be gone from here on.
+        if (shared) {
+            s->armed_.erase(it);
+            return;
+        }
+        std::erase_if(s->unarmed_, [&](const std::shared_ptr<detail::watch_flag>& w) { return w.get() == f; });
     }
 
     const options& opts() const noexcept { return opts_; }
@@ -348,6 +416,9 @@ private:
     std::condition_variable state_cv_;
     zhandle_t* zh_ = nullptr;
     std::vector<zhandle_t*> retired_;  // expired sessions' handles
+    std::mutex watches_mutex_;
+    std::map<std::string, std::shared_ptr<detail::watch_flag>> armed_;  // by path: armed, not fired yet
+    std::vector<std::shared_ptr<detail::watch_flag>> unarmed_;           // their calls failed, not fired yet
     std::uint64_t generation_ = 0;
 };
 

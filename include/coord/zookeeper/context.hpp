@@ -185,6 +185,27 @@ public:
         return std::optional<node>{node{std::move(r->data), r->stat}};
     }
 
+    /// A one-shot watch on the node at `p` (zoo_awexists: it fires when the
+    /// node is created, its data changes or it is deleted), armed now or
+    /// already (one per node and session), and its flag. An error: the
+    /// watch may not be armed (wait by polling).
+    result<std::shared_ptr<watch_flag>> watch(const std::string& p) {
+        auto armed = session_.watch_of(p);
+        std::shared_ptr<watch_flag> flag = std::move(armed.first);
+        if (!armed.second) return flag;  // armed already
+        auto r = session_.call(
+            [&](zhandle_t* zh, const void* data) {
+                return zoo_awexists(zh, p.c_str(), &session::on_watch, flag.get(),
+                                    [](int rc, const Stat*, const void* d) { finish(d, [&](reply& out) { out.rc = rc; }); },
+                                    data);
+            },
+            false);
+        if (r && (r->rc == ZOK || r->rc == ZNONODE)) return flag;
+        session_.unarmed(flag);
+        if (!r) return unexpected(r.error());
+        return unexpected(session::failure(r->rc, false));
+    }
+
     /// The names of a node's children (a missing node has none).
     result<std::vector<std::string>> children(const std::string& p) {
         auto r = session_.call(

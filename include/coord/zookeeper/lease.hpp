@@ -29,10 +29,12 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "coord/detail/backoff.hpp"
 #include "coord/lease.hpp"
@@ -157,6 +159,39 @@ public:
         if (*now >= n->expires_ns()) return std::optional<lease>{};
         return std::optional<lease>{view(name, *n)};
     }
+
+    /// lease_watch_store: a watch on the name's node (its record changes at
+    /// every grant, renewal and release), armed at the first wait and again
+    /// after each wake. A term that ends unrenewed writes nothing: it is
+    /// seen by the next read.
+    class watching {
+    public:
+        watching(detail::context<Clock>& ctx, std::string path) : ctx_(ctx), path_(std::move(path)) {}
+        /// True: read the lease again (the watch was just armed, or it fired);
+        /// false: `until` came first.
+        bool wait(std::chrono::steady_clock::time_point until) {
+            if (!flag_) {
+                auto f = ctx_.watch(path_);
+                if (!f) {
+                    std::this_thread::sleep_until(until);  // not armed: the caller's bound is the poll
+                    return false;
+                }
+                flag_ = std::move(*f);
+                return true;
+            }
+            std::unique_lock lk(flag_->mutex);
+            if (!flag_->cv.wait_until(lk, until, [&] { return flag_->fired; })) return false;
+            lk.unlock();
+            flag_.reset();
+            return true;
+        }
+
+    private:
+        detail::context<Clock>& ctx_;
+        std::string path_;
+        std::shared_ptr<detail::watch_flag> flag_;
+    };
+    watching lease_watching(std::string_view name) { return watching(ctx_, ctx_.path("lease", name)); }
 
 private:
     // The record: held, holder, token (0: the mzxid of the version that

@@ -80,6 +80,7 @@ private:
 using store = basic_store<>;
 
 static_assert(lease_store<session_lease_adapter<server_clock>>);
+static_assert(lease_watch_store<store>);  // election's observe() is woken by a watch on the lease's node
 
 // What this store models, checked, and the everyday names on it:
 // coord::zookeeper::lease_manager and so on (coord/detail/store_aliases.hpp).
