@@ -276,4 +276,60 @@ void election_handover(benchmark::State& state, Store& s, const std::string& pre
     }
 }
 
+/// An observer's wake-up: another thread observes the name
+/// (election::observe with a poll of an hour, so that only the store's
+/// notification wakes it), and the iteration grants the name; the figure is
+/// the time from the grant's call to the observer's return, beside a bare
+/// acquire and release of another name in the same iteration (x_floor).
+/// Counters: wake_us (mean), floor_us.
+template <coord::lease_watch_store Store>
+void observe_wake(benchmark::State& state, Store& s, const std::string& prefix) {
+    using namespace std::chrono_literals;
+    coord::basic_keeper<Store> keeper{s};
+    const std::string run = prefix + std::to_string(next_token().fetch_add(1));
+    coord::basic_election<Store> watcher{keeper, run};
+    double wake = 0;
+    double floor = 0;
+    std::int64_t n = 0;
+    for (auto _ : state) {
+        std::atomic<bool> asked{false};
+        std::chrono::steady_clock::time_point seen{};
+        coord::fence_token seen_term = 0;
+        std::thread observer([&] {
+            asked = true;
+            auto r = watcher.observe(std::nullopt, std::chrono::steady_clock::now() + 30s, std::chrono::hours{1});
+            seen = std::chrono::steady_clock::now();
+            if (!r) fail("observe", r.error());
+            if (*r) seen_term = (*r)->term;
+        });
+        while (!asked) std::this_thread::yield();
+        std::this_thread::sleep_for(5ms);  // and observing
+        const auto granting = std::chrono::steady_clock::now();
+        auto l = s.lease_acquire(run, "a", std::chrono::nanoseconds{10s});
+        if (!l) fail("lease_acquire", l.error().code);
+        observer.join();
+        if (seen_term != l->token) {
+            std::fprintf(stderr, "observe returned without the grant (term %llu, granted %llu)\n",
+                         static_cast<unsigned long long>(seen_term), static_cast<unsigned long long>(l->token));
+            std::exit(1);
+        }
+        if (auto r = s.lease_release(run, "a", l->token); !r) fail("lease_release", r.error().code);
+        const double w = std::chrono::duration<double>(seen - granting).count();
+        const double f = seconds_of([&] {
+            auto b = s.lease_acquire(run + "-floor", "bench", std::chrono::nanoseconds{10s});
+            if (!b) fail("lease_acquire", b.error().code);
+            if (auto r = s.lease_release(b->name, b->owner, b->token); !r) fail("lease_release", r.error().code);
+        });
+        state.SetIterationTime(w);
+        wake += w;
+        floor += f;
+        ++n;
+    }
+    if (n > 0) {
+        state.counters["wake_us"] = wake / static_cast<double>(n) * 1e6;
+        state.counters["floor_us"] = floor / static_cast<double>(n) * 1e6;
+        if (floor > 0) state.counters["x_floor"] = wake / floor;
+    }
+}
+
 }  // namespace coord::bench

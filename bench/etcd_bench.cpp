@@ -109,6 +109,10 @@ BENCHMARK(BM_Segment_Next_Etcd)->UseRealTime();
 void BM_Etcd_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, single(), "bench-election-"); }
 BENCHMARK(BM_Etcd_ElectionHandover)->UseManualTime()->Iterations(3);
 
+// An observer woken by a watch at a grant (coord::bench::observe_wake).
+void BM_Etcd_ObserveWake(benchmark::State& state) { coord::bench::observe_wake(state, single(), "bench-observe-"); }
+BENCHMARK(BM_Etcd_ObserveWake)->UseManualTime()->Iterations(30);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -10,6 +10,9 @@
 //   BM_Pg_SegmentAllocate    one range from the allocator, beside the bare transaction in the
 //                            same iterations (x_floor; target <= 1.2)
 //   BM_Pg_LedgerRunOnce      claim, effect (one INSERT in the same transaction), done
+//   BM_Pg_LeaseAcquireRelease an acquire and a release beside two bare UPDATEs (x_floor)
+//   BM_Pg_ObserveWake        a grant to an observer's wake by NOTIFY, beside a bare acquire
+//                            and release (x_floor)
 //   BM_Segment_Next/<store>  IDs from a generator on the memory and the PostgreSQL
 //                            allocator (target: within 1.1x; the allocator is off the hot path)
 // The server comes from COORD_PG_CONNINFO (.ci/run starts one with
@@ -200,6 +203,18 @@ BENCHMARK(BM_Floor_PgTransaction)->UseRealTime();
 // NOTIFY (coord::bench::election_handover).
 void BM_Pg_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, store(), "bench-election-"); }
 BENCHMARK(BM_Pg_ElectionHandover)->UseManualTime()->Iterations(200);
+
+// An observer woken by NOTIFY at a grant (coord::bench::observe_wake).
+void BM_Pg_ObserveWake(benchmark::State& state) { coord::bench::observe_wake(state, store(), "bench-observe-"); }
+BENCHMARK(BM_Pg_ObserveWake)->UseManualTime()->Iterations(100);
+
+// An acquire and a release, beside two bare UPDATEs in the same iterations
+// (x_floor): the lease functions' rule and the observer trigger's test.
+void BM_Pg_LeaseAcquireRelease(benchmark::State& state) {
+    update_floor floor;
+    coord::bench::lease_acquire_release_loop(state, store(), floor);
+}
+BENCHMARK(BM_Pg_LeaseAcquireRelease)->UseManualTime();
 
 // Beside the transaction floor in the same iterations (x_floor).
 void BM_Pg_SegmentAllocate(benchmark::State& state) {

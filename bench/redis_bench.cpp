@@ -8,6 +8,8 @@
 //   BM_Redis_LeaseAcquireRelease  an acquire and a release; items are operations (two an
 //                                 iteration), so its time per item is per operation (<= 1.2x)
 //   BM_Redis_SegmentAllocate      one range from the allocator (<= 1.2x the floor)
+//   BM_Redis_ObserveWake          a grant to an observer's wake by PUBLISH, beside a bare
+//                                 acquire and release (x_floor)
 //   BM_Segment_Next/<store>       IDs from a generator on the memory and the Redis allocator
 //                                 (target: within 1.1x; the allocator is off the hot path)
 //   BM_Redis_FenceWriteShared     one store object (a pool of 8) shared by 1 and by 8 threads,
@@ -105,6 +107,10 @@ BENCHMARK(BM_Redis_KeeperRenewals)->Arg(1)->Arg(100)->Arg(1000)->UseManualTime()
 // pub/sub (coord::bench::election_handover).
 void BM_Redis_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, single(), "bench-election-"); }
 BENCHMARK(BM_Redis_ElectionHandover)->UseManualTime()->Iterations(200);
+
+// An observer woken by PUBLISH at a grant (coord::bench::observe_wake).
+void BM_Redis_ObserveWake(benchmark::State& state) { coord::bench::observe_wake(state, single(), "bench-observe-"); }
+BENCHMARK(BM_Redis_ObserveWake)->UseManualTime()->Iterations(100);
 
 void BM_Segment_Next_Memory(benchmark::State& state) {
     static coord::memory_store s;

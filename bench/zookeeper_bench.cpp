@@ -60,6 +60,10 @@ BENCHMARK(BM_Zk_LeaseAcquireRelease)->UseManualTime();
 void BM_Zk_ElectionHandover(benchmark::State& state) { coord::bench::election_handover(state, store(), "bench-election-"); }
 BENCHMARK(BM_Zk_ElectionHandover)->UseManualTime()->Iterations(3);
 
+// An observer woken by a watch at a grant (coord::bench::observe_wake).
+void BM_Zk_ObserveWake(benchmark::State& state) { coord::bench::observe_wake(state, store(), "bench-observe-"); }
+BENCHMARK(BM_Zk_ObserveWake)->UseManualTime()->Iterations(30);
+
 }  // namespace
 
 int main(int argc, char** argv) {

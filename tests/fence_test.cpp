@@ -32,7 +32,7 @@ TEST(PauseExperiment, ExpiredOwnerIsFencedOffAndCannotReleaseTheNewOwner) {
 
     auto b = leases.acquire("orders-writer", "B", 10s);
     ASSERT_TRUE(b);
-    EXPECT_EQ(b->token, a->token + 1);
+    EXPECT_GT(b->token, a->token);
     ASSERT_TRUE(resource.write(b->token, "B"));
 
     auto late = resource.write(a->token, "A");  // A wakes up and writes

@@ -367,21 +367,25 @@ TEST(FileStoreIdentity, StateThatWentBackBetweenProcessesIsRefused) {
     coord::manual_clock clock{coord::test::test_epoch()};
     const auto path = dir / "state";
     std::string old_copy;
+    coord::fence_token first = 0;
+    coord::fence_token second = 0;
     {
         store_t s{path, clock};
         coord::basic_lease_manager leases{s};
         auto l = leases.acquire("n", "A", 1s);
         ASSERT_TRUE(l && leases.release(*l));
+        first = l->token;
         old_copy = slurp(path);
         l = leases.acquire("n", "A", 1s);
         ASSERT_TRUE(l && leases.release(*l));
-        EXPECT_EQ(l->token, 2u);
+        second = l->token;
+        EXPECT_EQ(second, first + 1);  // the clock stood still: the counter
     }
     const auto newest = slurp(path);
     auto refused = [&](const char* what) {
         try {
             store_t s{path, clock};
-            ADD_FAILURE() << what << ": opened, and would reissue token 2";
+            ADD_FAILURE() << what << ": opened, and would reissue the second token";
         } catch (const coord::store_error& e) {
             EXPECT_EQ(e.code(), coord::errc::state_went_back) << what << ": " << e.what();
         }
@@ -396,14 +400,17 @@ TEST(FileStoreIdentity, StateThatWentBackBetweenProcessesIsRefused) {
     {
         store_t s{path, clock};
         coord::basic_lease_manager leases{s};
-        EXPECT_EQ(leases.acquire("n", "B", 1s)->token, 3u);
+        EXPECT_EQ(leases.acquire("n", "B", 1s)->token, second + 1);
     }
-    // Both files gone: a new store (not detectable).
+    // Both files gone: a new store (not detectable). Its tokens still do not
+    // go back: a grant's token is at least the clock's microseconds, and the
+    // clock went on.
     std::filesystem::remove(path);
     std::filesystem::remove(dir / "state.lock");
+    clock.advance(1s);
     store_t fresh{path, clock};
     coord::basic_lease_manager leases{fresh};
-    EXPECT_EQ(leases.acquire("n", "C", 1s)->token, 1u);
+    EXPECT_GT(leases.acquire("n", "C", 1s)->token, second + 1);
 }
 
 // A lock file removed while a process waited on it never yields an

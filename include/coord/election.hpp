@@ -25,9 +25,10 @@
 // (first come, first served; woken by the store), and otherwise tries again
 // when the leader's term is due to end (at most every second, at least every
 // 10 ms). observe() is woken by the store's notification where it has one
-// (lease_watch_store: ZooKeeper's watch on the lease's node) and reads again
-// at least every `poll` (default 1 s there: a term that ends unrenewed is
-// notified by no write); on the other stores it polls every `poll` (default
+// (lease_watch_store: etcd's and ZooKeeper's watches, PostgreSQL's NOTIFY,
+// Redis's PUBLISH) and reads again at least every `poll` (default 1 s there:
+// a term that ends unrenewed is notified by no write on PostgreSQL and
+// Redis); on the file store and SQLite it polls every `poll` (default
 // 100 ms): a new leader is seen at most that long after it was granted.
 #pragma once
 

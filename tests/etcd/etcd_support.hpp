@@ -41,7 +41,7 @@ struct etcd_factory {
     using store_type = etcd::basic_store<manual_clock>;
     static constexpr const char* name = "etcd";
     /// Tokens are etcd's revision: one counter for the whole cluster.
-    static constexpr bool tokens_count_per_name = false;
+    static constexpr bool tokens_floored_by_time = false;
     std::string prefix = etcd_fresh_prefix();
     std::unique_ptr<store_type> make(manual_clock clock) {
         return std::make_unique<store_type>(etcd_url(), clock, etcd_options(prefix));

@@ -59,7 +59,7 @@ TEST(Etcd, ALeaseWatchWakesAtAGrantAndARelease) {
     const auto opts = etcd_options(etcd_fresh_prefix());
     coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
     coord::etcd::store other{etcd_url(), coord::etcd::server_clock{}, opts};
-    coord::test::expect_lease_watch_wakes(store, other);
+    coord::test::expect_lease_watch_wakes(store, other, /*rearms=*/true);
 }
 
 TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {

@@ -17,6 +17,24 @@ expect() {
   fi
 }
 
+# grant VAR -- ARGS...: coordctl ARGS exits 0 printing token=N, and VAR=N.
+# Tokens are compared, never spelled: a grant's token is at least the store's
+# clock in microseconds (etcd and ZooKeeper: the cluster's counter).
+grant() {
+  local var="$1"; shift 2
+  local out rc
+  out=$("$ctl" "$@" 2>"$err"); rc=$?
+  if [ "$rc" != 0 ] || ! [[ "$out" =~ ^token=[0-9]+$ ]]; then
+    fail "coordctl $*"
+    echo "  want rc=0 out='token=N'"
+    echo "  got  rc=$rc out='$out' stderr='$(cat "$err")'"
+    out=token=0
+  fi
+  printf -v "$var" '%s' "${out#token=}"
+}
+# above A B WHAT: token B is larger than token A.
+above() { [ "$2" -gt "$1" ] 2>/dev/null || fail "$3: token $2 is not above $1"; }
+
 # engine_store_checks STORE RUN NODE: fences (with the largest token), leases
 # (their tokens only compared: a store-wide counter or time, not 1, 2, 3),
 # segment IDs across invocations and Snowflake IDs with --state STORE.

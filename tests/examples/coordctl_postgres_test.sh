@@ -8,28 +8,20 @@ store="postgres:$2"
 pg_script="${3:-}"  # tests/postgres/postgres.sh and the server's directory: to pause it
 pg_dir="${4:-}"
 run="r$$"
-failures=0
-expect() {
-  local want_rc="$1" want_out="$2"; shift 3
-  local out rc
-  out=$("$ctl" "$@" 2>/tmp/coordctl_pg_stderr.$$); rc=$?
-  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
-    echo "FAIL: coordctl $*"
-    echo "  want rc=$want_rc out='$want_out'"
-    echo "  got  rc=$rc out='$out' stderr='$(cat /tmp/coordctl_pg_stderr.$$)'"
-    failures=$((failures + 1))
-  fi
-}
+err=/tmp/coordctl_pg_stderr.$$
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
 expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
 expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A
 expect 0 "fence=42 value=B" -- fence read --store "$store" --key "$run"
-expect 0 "token=1" -- lease acquire --store "$store" --name "$run" --owner A --ttl 60000
+grant t1 -- lease acquire --store "$store" --name "$run" --owner A --ttl 60000
 expect 3 "held by A" -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
 expect 3 "not the holder" -- lease release --store "$store" --name "$run" --owner B
-expect 0 "renewed token=1" -- lease renew --store "$store" --name "$run" --owner A
+expect 0 "renewed token=$t1" -- lease renew --store "$store" --name "$run" --owner A
 expect 0 "released" -- lease release --store "$store" --name "$run" --owner A
-expect 0 "token=2" -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
+grant t2 -- lease acquire --store "$store" --name "$run" --owner B --ttl 60000
+above "$t1" "$t2" "the next grant"
 a=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
 b=$("$ctl" segment next --store "$store" --tag "$run" -n 3)
 all=$(printf '%s\n%s\n' "$a" "$b")
@@ -55,7 +47,7 @@ expect 2 "" -- fence write --store "$store" --key $'\xff\xfe' --token 1 --value 
 expect 2 "" -- lease acquire --store "$store" --name "$run-u" --owner $'A\xc0\x80' --ttl 60000
 expect 0 "accepted" -- fence write --store "$store" --key "$run-bytes" --token 1 --value $'a\x01\xffb\n'
 expect 0 'fence=1 value=a\x01\xffb\n' -- fence read --store "$store" --key "$run-bytes"
-expect 0 "token=1" -- lease acquire --store "$store" --name "$run-forge" --owner $'x\ntoken=999' --ttl 60000
+grant t -- lease acquire --store "$store" --name "$run-forge" --owner $'x\ntoken=999' --ttl 60000
 expect 3 'held by x\ntoken=999' -- lease acquire --store "$store" --name "$run-forge" --owner B --ttl 60000
 
 # Every expiry is judged on the server's clock: a worker whose own clock is
@@ -85,10 +77,11 @@ fi
 expect 2 "" -- session create --store "file:/tmp/coordctl_pg_nosessions.$$" --user alice
 rm -f /tmp/coordctl_pg_nosessions.$$ /tmp/coordctl_pg_nosessions.$$.lock
 # lease acquire --wait: granted when the holder lets go (NOTIFY), or exit 3 at the deadline.
-expect 0 "token=1" -- lease acquire --store "$store" --name "w$run" --owner A --ttl 600000
+grant w1 -- lease acquire --store "$store" --name "w$run" --owner A --ttl 600000
 ( sleep 0.3; "$ctl" lease release --store "$store" --name "w$run" --owner A >/dev/null ) &
-expect 0 "token=2" -- lease acquire --store "$store" --name "w$run" --owner B --ttl 600000 --wait 20s
+grant w2 -- lease acquire --store "$store" --name "w$run" --owner B --ttl 600000 --wait 20s
 wait
+above "$w1" "$w2" "the waiting acquire"
 expect 3 "held by B" -- lease acquire --store "$store" --name "w$run" --owner C --ttl 600000 --wait 100ms
 
 # A paused server (SIGSTOP): --timeout bounds the command; it exits 1 and

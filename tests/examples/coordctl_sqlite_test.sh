@@ -8,18 +8,9 @@ ctl="$1"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 store="sqlite:$dir/coord.db"
-failures=0
-expect() {
-  local want_rc="$1" want_out="$2"; shift 3
-  local out rc
-  out=$("$ctl" "$@" 2>"$dir/stderr"); rc=$?
-  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
-    echo "FAIL: coordctl $*"
-    echo "  want rc=$want_rc out='$want_out'"
-    echo "  got  rc=$rc out='$out' stderr='$(cat "$dir/stderr")'"
-    failures=$((failures + 1))
-  fi
-}
+err="$dir/stderr"
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 expect 0 "fence=0 value=" -- fence read --store "$store" --key k
 expect 0 "accepted" -- fence write --store "$store" --key k --token 42 --value B
 expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key k --token 41 --value A
@@ -27,11 +18,12 @@ expect 0 "fence=42 value=B" -- fence read --store "$store" --key k --timeout 2s
 ln -s "$dir/coord.db" "$dir/link.db"
 expect 0 "fence=42 value=B" -- fence read --store "sqlite:$dir/link.db" --key k
 expect 0 "fence=42 value=B" -- fence read --store "sqlite:$dir/./coord.db" --key k
-expect 0 "token=1" -- lease acquire --store "$store" --name n --owner A --ttl 600000
+grant t1 -- lease acquire --store "$store" --name n --owner A --ttl 600000
 expect 3 "held by A" -- lease acquire --store "sqlite:$dir/link.db" --name n --owner B --ttl 600000
-expect 0 "renewed token=1" -- lease renew --store "$store" --name n --owner A
+expect 0 "renewed token=$t1" -- lease renew --store "$store" --name n --owner A
 expect 0 "released" -- lease release --store "$store" --name n --owner A
-expect 0 "token=2" -- lease acquire --store "$store" --name n --owner B --ttl 600000
+grant t2 -- lease acquire --store "$store" --name n --owner B --ttl 600000
+above "$t1" "$t2" "the next grant"
 
 for p in 1 2 3 4; do "$ctl" segment next --store "$store" --tag orders -n 200 > "$dir/seg$p" & done
 wait
@@ -67,10 +59,11 @@ expect 2 "" -- fence read --store "sqlite:" --key k
 expect 2 "" -- fence read --store "$store" --key k --timeout 0ms
 
 # lease acquire --wait: granted when the holder lets go, or exit 3 at the deadline.
-expect 0 "token=1" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner A --ttl 600000
+grant w1 -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner A --ttl 600000
 ( sleep 0.3; "$ctl" lease release --store "sqlite:$dir/wq.db" --name q --owner A >/dev/null ) &
-expect 0 "token=2" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner B --ttl 600000 --wait 20s
+grant w2 -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner B --ttl 600000 --wait 20s
 wait
+above "$w1" "$w2" "the waiting acquire"
 expect 3 "held by B" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait 100ms
 expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait 0s
 expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait soon

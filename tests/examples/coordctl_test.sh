@@ -7,20 +7,9 @@ ctl="$1"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 store="file:$dir/state"
-failures=0
-
-# expect CODE OUTPUT -- ARGS...: runs coordctl, checks exit code and stdout.
-expect() {
-  local want_rc="$1" want_out="$2"; shift 3
-  local out rc
-  out=$("$ctl" "$@" 2>"$dir/stderr"); rc=$?
-  if [ "$rc" != "$want_rc" ] || [ "$out" != "$want_out" ]; then
-    echo "FAIL: coordctl $*"
-    echo "  want rc=$want_rc out='$want_out'"
-    echo "  got  rc=$rc out='$out' stderr='$(cat "$dir/stderr")'"
-    failures=$((failures + 1))
-  fi
-}
+err="$dir/stderr"
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 
 expect 0 "fence=0 value=" -- fence read --store "$store" --key k
 expect 0 "accepted" -- fence write --store "$store" --key k --token 42 --value B
@@ -28,17 +17,19 @@ expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --
 expect 0 "accepted" -- fence write --store "$store" --key k --token 42 --value B2
 expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k
 
-expect 0 "token=1" -- lease acquire --store "$store" --name n --owner A --ttl 60000
+grant t1 -- lease acquire --store "$store" --name n --owner A --ttl 60000
 expect 3 "held by A" -- lease acquire --store "$store" --name n --owner B --ttl 60000
 expect 3 "not the holder" -- lease release --store "$store" --name n --owner B
-expect 0 "renewed token=1" -- lease renew --store "$store" --name n --owner A
+expect 0 "renewed token=$t1" -- lease renew --store "$store" --name n --owner A
 expect 0 "released" -- lease release --store "$store" --name n --owner A
-expect 0 "token=2" -- lease acquire --store "$store" --name n --owner B --ttl 60000
+grant t2 -- lease acquire --store "$store" --name n --owner B --ttl 60000
+above "$t1" "$t2" "the next grant"
 # --token: exactly that grant; an earlier grant of the same owner is not the holder.
-expect 0 "released" -- lease release --store "$store" --name n --owner B --token 2
-expect 0 "token=3" -- lease acquire --store "$store" --name n --owner B --ttl 60000
-expect 3 "not the holder" -- lease renew --store "$store" --name n --owner B --token 2
-expect 0 "renewed token=3" -- lease renew --store "$store" --name n --owner B --token 3
+expect 0 "released" -- lease release --store "$store" --name n --owner B --token "$t2"
+grant t3 -- lease acquire --store "$store" --name n --owner B --ttl 60000
+above "$t2" "$t3" "the next grant"
+expect 3 "not the holder" -- lease renew --store "$store" --name n --owner B --token "$t2"
+expect 0 "renewed token=$t3" -- lease renew --store "$store" --name n --owner B --token "$t3"
 expect 2 "" -- lease renew --store "$store" --name n --owner B --token 0
 expect 2 "" -- lease renew --store "$store" --name n --owner B --token x
 
@@ -187,14 +178,14 @@ expect 2 "" -- fence read --store "$store" --key ""
 expect 2 "" -- fence write --store "$store" --key $'\xff\xfe' --token 1 --value V
 expect 2 "" -- lease acquire --store "$store" --name n2 --owner $'A\xc0\x80' --ttl 60000
 expect 2 "" -- lease acquire --store "$store" --name n2 --name n3 --owner A --ttl 60000
-expect 0 "token=1" -- lease acquire --store "$store" --name forge --owner $'x\ntoken=999' --ttl 60000
+grant t -- lease acquire --store "$store" --name forge --owner $'x\ntoken=999' --ttl 60000
 expect 3 'held by x\ntoken=999' -- lease acquire --store "$store" --name forge --owner B --ttl 60000
 expect 0 "accepted" -- fence write --store "$store" --key bytes --token 1 --value $'a\x01b\\c\n'
 expect 0 'fence=1 value=a\x01b\\c\n' -- fence read --store "$store" --key bytes
 
 # ID streams: standard output carries only IDs; a refusal goes to standard
 # error with exit 3.
-expect 0 "token=1" -- lease acquire --store "file:$dir/sf_held" --name snowflake/node/3 --owner other --ttl 600000
+grant t -- lease acquire --store "file:$dir/sf_held" --name snowflake/node/3 --owner other --ttl 600000
 out=$("$ctl" snowflake next --node 3 --state "file:$dir/sf_held" -n 5 2>"$dir/stderr"); rc=$?
 [ "$rc" = 3 ] && [ -z "$out" ] && grep -q '^refused: node 3 is held' "$dir/stderr" \
   || { echo "FAIL: a refused snowflake stream: rc=$rc stdout='$out' stderr='$(cat "$dir/stderr")'"; failures=$((failures + 1)); }
@@ -227,7 +218,7 @@ expect 0 "applied" -- ledger run --store "file:$dir/kledger" --slot "pre@2026-10
 # One store however it is reached; a state file that went back between two
 # calls is refused, not started over (that would reissue token 1).
 ln -s "$dir/idstate" "$dir/idlink"
-expect 0 "token=1" -- lease acquire --store "file:$dir/idlink" --name n --owner A --ttl 600000
+grant t -- lease acquire --store "file:$dir/idlink" --name n --owner A --ttl 600000
 expect 3 "held by A" -- lease acquire --store "file:$dir/./idstate" --name n --owner B --ttl 600000
 expect 3 "held by A" -- lease acquire --store "file:$dir//idstate" --name n --owner B --ttl 600000
 rm "$dir/idstate"
@@ -273,10 +264,11 @@ kill "$holder"; wait "$holder" 2>/dev/null
 expect 0 "fence=42 value=B2" -- fence read --store "$store" --key k --timeout 1s
 
 # lease acquire --wait: granted when the holder lets go, or exit 3 at the deadline.
-expect 0 "token=1" -- lease acquire --store "file:$dir/wq" --name q --owner A --ttl 600000
+grant w1 -- lease acquire --store "file:$dir/wq" --name q --owner A --ttl 600000
 ( sleep 0.3; "$ctl" lease release --store "file:$dir/wq" --name q --owner A >/dev/null ) &
-expect 0 "token=2" -- lease acquire --store "file:$dir/wq" --name q --owner B --ttl 600000 --wait 20s
+grant w2 -- lease acquire --store "file:$dir/wq" --name q --owner B --ttl 600000 --wait 20s
 wait
+above "$w1" "$w2" "the waiting acquire"
 expect 3 "held by B" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait 100ms
 expect 2 "" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait 0s
 expect 2 "" -- lease acquire --store "file:$dir/wq" --name q --owner C --ttl 600000 --wait soon

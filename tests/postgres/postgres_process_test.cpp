@@ -89,7 +89,7 @@ TEST(PostgresProcess, PausedHolderIsFencedOutByTheDatabase) {
     coord::basic_lease_manager leases{store};
     auto b = leases.acquire("primary", "B", 30s);
     ASSERT_TRUE(b) << b.error().code.message();
-    EXPECT_EQ(b->token, token_a + 1);
+    EXPECT_GT(b->token, token_a);
     coord::basic_keyed_fenced_resource res{store};
     ASSERT_TRUE(res.write("config", b->token, "B's value"));
     restart_server();  // in the middle of it all: nothing may be lost

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "coord/lease.hpp"
 #include "coord/session.hpp"
 #include "postgres/pg_support.hpp"
+#include "support/lease_watch_check.hpp"
 
 namespace {
 
@@ -53,6 +55,52 @@ TEST(Postgres, LeaseExpiryIsOnTheServerClock) {
 // A database made by the schema main had on 2026-12-01 (before versions were
 // recorded), with rows in every table it uses, is upgraded by the first
 // store that opens it: nothing is lost and the new rules apply.
+TEST(Postgres, ALeaseWatchWakesAtAGrantAndARelease) {
+    const auto conninfo = coord::test::pg_fresh_schema();
+    coord::postgres::store store{conninfo};
+    coord::postgres::store other{conninfo};
+    coord::test::expect_lease_watch_wakes(store, other, /*rearms=*/false);
+}
+
+// A lease token rests on the row's counter and on the server's clock: a
+// grant's token is at least the clock's microseconds, so a schema restored
+// from an older pg_dump never hands out a token again.
+TEST(PostgresRestore, ASchemaRestoredFromAnOlderDumpNeverHandsOutALeaseTokenAgain) {
+    const auto conninfo = coord::test::pg_fresh_schema();
+    const auto at = conninfo.find("search_path=") + 12;
+    const std::string schema = conninfo.substr(at, conninfo.find_first_of(" '", at) - at);
+    const std::string base = coord::test::pg_conninfo();
+    const char* bin_env = std::getenv("COORD_PG_BIN");
+    const std::string bin = bin_env && *bin_env ? bin_env : "/usr/lib/postgresql/15/bin";
+    const std::string dump = "/tmp/coord-pg-dump-" + schema + ".sql";
+    {
+        coord::postgres::store store{conninfo};
+        auto a = store.lease_acquire("n", "A", 1h);
+        ASSERT_TRUE(a);
+        ASSERT_TRUE(store.lease_release("n", "A", a->token));
+    }
+    const std::string save = "'" + bin + "/pg_dump' -d '" + base + "' -n " + schema + " -f '" + dump + "'";
+    ASSERT_EQ(std::system(save.c_str()), 0) << save;
+    coord::fence_token highest = 0;
+    {
+        coord::postgres::store store{conninfo};
+        for (int i = 0; i < 3; ++i) {
+            auto b = store.lease_acquire("n", "B", 1h);
+            ASSERT_TRUE(b);
+            highest = b->token;
+            ASSERT_TRUE(store.lease_release("n", "B", b->token));
+        }
+    }
+    coord::test::pg_command(base, "SET client_min_messages = warning; DROP SCHEMA " + schema + " CASCADE");
+    const std::string restore = "'" + bin + "/psql' -q -v ON_ERROR_STOP=1 -d '" + base + "' -f '" + dump + "' >/dev/null";
+    ASSERT_EQ(std::system(restore.c_str()), 0) << restore;
+    std::remove(dump.c_str());
+    coord::postgres::store store{conninfo};
+    auto c = store.lease_acquire("n", "C", 1h);
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->token, highest);
+}
+
 TEST(PostgresSchema, UpgradesADatabaseOfTheSchemaOf20261201WithoutLosingData) {
     const auto conninfo = coord::test::pg_fresh_schema();
     std::ifstream in(std::string(COORD_TEST_PG_DATA_DIR) + "/schema_main_2026-12-01.sql");

@@ -78,8 +78,6 @@ inline std::string redis_command(const std::vector<std::string>& args) {
 struct redis_factory {
     using store_type = redis::basic_store<manual_clock>;
     static constexpr const char* name = "redis";
-    /// Lease tokens are floored by the store's time in microseconds.
-    static constexpr bool tokens_floored_by_time = true;
     std::string prefix = redis_fresh_prefix();
     std::unique_ptr<store_type> make(manual_clock clock) {
         auto s = std::make_unique<store_type>(redis_url(), clock, redis_options(prefix));

@@ -28,6 +28,7 @@
 #include "coord/open.hpp"
 #include "coord/segment.hpp"
 #include "redis/redis_support.hpp"
+#include "support/lease_watch_check.hpp"
 
 namespace {
 
@@ -361,6 +362,36 @@ TEST(Redis, ARefusalOrAKeyCoordDidNotWriteLeavesTheKeyAsItWas) {
 // The common paths decide from two string comparisons (fence, acquire) or a
 // find (release) instead of a parse: records they must not pass go to the
 // whole rule. Records are planted as the layout has them (scripts.hpp).
+TEST(Redis, ALeaseWatchWakesAtAGrantAndARelease) {
+    auto store = fresh_store();
+    coord::redis::store other{redis_url(), coord::redis::server_clock{}, store->opts()};
+    coord::test::expect_lease_watch_wakes(*store, other, /*rearms=*/false);
+}
+
+TEST(Redis, AnObserverWhoLeftNoLongerCostsAGrantOrAReleaseAPublish) {
+    auto store = fresh_store();
+    const std::string key = store->key_tag() + "lease:n";
+    auto l = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l);
+    {
+        auto watch = store->lease_watching("n");
+        EXPECT_TRUE(watch.wait(std::chrono::steady_clock::now() + 60s));  // subscribed, w set
+        EXPECT_EQ(redis_command({"GET", key}).substr(0, 2), "11");
+        ASSERT_TRUE(store->lease_release("n", "A", l->token));
+        EXPECT_TRUE(watch.wait(std::chrono::steady_clock::now() + 60s));  // the release was published
+        EXPECT_EQ(redis_command({"GET", key}).substr(0, 2), "01");        // a subscriber heard it: w stays
+    }
+    // The observer left: the next release finds no subscriber and clears w,
+    // so the grant and the release after it take the common paths again.
+    l = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(store->lease_release("n", "A", l->token));
+    EXPECT_EQ(redis_command({"GET", key}).substr(0, 2), "00");
+    l = store->lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(redis_command({"GET", key}).substr(0, 2), "10");
+}
+
 TEST(Redis, TheCommonPathsPassOnlyTheRecordsTheWholeRuleWould) {
     auto store = fresh_store();
     const std::string id = *store->server_identity();

@@ -263,6 +263,38 @@ TEST(Sqlite, TheEffectCommitsInTheApplicationsOwnTableWithTheMarker) {
     EXPECT_EQ(query_one(path, "SELECT count(*) FROM orders"), "1");
 }
 
+// A lease token rests on the database's counter and on the clock: a grant's
+// token is at least the clock's microseconds, so a database file put back
+// from an older copy never hands out a token again (the clock did not go back).
+TEST(Sqlite, ADatabaseReplacedByAnOlderCopyNeverHandsOutALeaseTokenAgain) {
+    scratch_dir dir;
+    const fs::path db = dir / "coord.db";
+    const fs::path old = dir / "old.db";
+    {
+        coord::sqlite::store store{db.string()};
+        auto a = store.lease_acquire("n", "A", 1h);
+        ASSERT_TRUE(a);
+        ASSERT_TRUE(store.lease_release("n", "A", a->token));
+    }
+    fs::copy_file(db, old);  // the store is closed: no WAL left beside it
+    coord::fence_token highest = 0;
+    {
+        coord::sqlite::store store{db.string()};
+        for (int i = 0; i < 3; ++i) {
+            auto b = store.lease_acquire("n", "B", 1h);
+            ASSERT_TRUE(b);
+            highest = b->token;
+            ASSERT_TRUE(store.lease_release("n", "B", b->token));
+        }
+    }
+    fs::copy_file(old, db, fs::copy_options::overwrite_existing);
+    for (const char* side : {"-wal", "-shm"}) fs::remove(dir / (std::string("coord.db") + side));
+    coord::sqlite::store store{db.string()};
+    auto c = store.lease_acquire("n", "C", 1h);
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->token, highest);
+}
+
 TEST(Sqlite, TheSchemaIsVersionedAndANewerOneIsRefused) {
     scratch_dir dir;
     const auto path = dir / "coord.db";

@@ -63,19 +63,12 @@ inline manual_clock::duration test_epoch() {
 }
 
 /// Whether a factory's store floors new lease tokens by its clock (in
-/// microseconds) rather than counting from 1 per name.
+/// microseconds: every store but etcd and ZooKeeper, whose tokens are the
+/// cluster's own counters, the revision and the zxid).
 template <class Factory>
 constexpr bool tokens_floored_by_time() {
     if constexpr (requires { Factory::tokens_floored_by_time; }) return Factory::tokens_floored_by_time;
-    else return false;
-}
-
-/// Whether a factory's store counts lease tokens per name from 1 (false: a
-/// store-wide counter, such as etcd's revision).
-template <class Factory>
-constexpr bool tokens_count_per_name() {
-    if constexpr (requires { Factory::tokens_count_per_name; }) return Factory::tokens_count_per_name;
-    else return !tokens_floored_by_time<Factory>();
+    else return true;
 }
 
 /// Factories the typed conformance suites are instantiated with: each makes

@@ -55,7 +55,7 @@ struct zk_factory {
     using store_type = zookeeper::basic_store<manual_clock>;
     static constexpr const char* name = "zookeeper";
     /// Tokens are zxids: one counter for the whole ensemble.
-    static constexpr bool tokens_count_per_name = false;
+    static constexpr bool tokens_floored_by_time = false;
     std::string url = zk_fresh_root(zk_url());
     std::unique_ptr<store_type> make(manual_clock clock) { return std::make_unique<store_type>(url, clock); }
     std::unique_ptr<store_type> second;

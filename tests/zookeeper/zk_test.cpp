@@ -73,7 +73,7 @@ TEST(ZooKeeper, ALeaseWatchWakesAtAGrantAndARelease) {
     const std::string url = zk_fresh_root(zk_url());
     coord::zookeeper::store store{url};
     coord::zookeeper::store other{url};
-    coord::test::expect_lease_watch_wakes(store, other);
+    coord::test::expect_lease_watch_wakes(store, other, /*rearms=*/true);
 }
 
 TEST(ZooKeeper, ARenewThatLandsAfterTheTermIsRefusedAndUndone) {

@@ -40,6 +40,16 @@ void lease_wait_unlistened(std::optional<Listener>& listener, std::size_t ahead,
     lease_poll_wait(ahead, until);
 }
 
+/// A notified store's observer (lease_watch_store) without its listener:
+/// drops it, so that the next wait listens again, and sleeps to `until` (the
+/// caller's bound is its poll); false: read again, no notification came.
+template <class Listener>
+bool lease_watch_unlistened(std::optional<Listener>& listener, std::chrono::steady_clock::time_point until) {
+    listener.reset();
+    std::this_thread::sleep_until(until);
+    return false;
+}
+
 /// lease_queue_store::lease_waiting of a store that polls: nothing is kept
 /// between two waits.
 struct polled_waiting {

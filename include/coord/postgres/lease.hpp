@@ -6,11 +6,19 @@
 // _acquire_queued, _dequeue, and a select of the live places) that locks the
 // row (SELECT ... FOR UPDATE), judges the term on the server's clock
 // (clock_timestamp(), read inside the statement) and writes, all in the
-// statement's one transaction. A waiter LISTENs on a connection of the
+// statement's one transaction. A new token is the larger of the name's last
+// token + 1 and the server's clock in microseconds (migration 5): tokens never
+// go back, also when the database went back (a restored dump, a failover that
+// lost the last commits), as long as the server's clock did not go back by
+// more than the time between the lost grant and the next. A waiter LISTENs on a connection of the
 // listener pool for as long as it waits: 3 round trips (LISTEN, a check,
-// UNLISTEN) a waiting acquire, besides its queued acquires.
+// UNLISTEN) a waiting acquire, besides its queued acquires. An observer
+// (lease_watching: election's observe) LISTENs the same way on the name's
+// own channel: 3 round trips (LISTEN, marking the name watched, UNLISTEN),
+// and one more a 20 s while it observes.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -157,6 +165,63 @@ public:
         std::optional<pool::call> listener_;
     };
     waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
+
+    /// lease_watch_store: LISTEN on the name's observer channel (a
+    /// connection of the listener pool, from the first wait to the end of
+    /// this object), and the name marked watched on the server (migration 5:
+    /// a grant or a release of a watched name NOTIFYs the channel), for a
+    /// minute at a time, marked again at a wait once 20 s have passed. A term
+    /// that ends unrenewed writes nothing: it is seen by the next read.
+    class watching {
+    public:
+        watching(lease_adapter& a, std::string_view name) : a_(a), name_(name), channel_(channel_of(name)) {}
+        watching(const watching&) = delete;
+        watching& operator=(const watching&) = delete;
+        ~watching() {
+            if (listener_) (void)listener_->unlisten(channel_);
+        }
+        /// True: read the lease again (LISTEN just began, or a NOTIFY came);
+        /// false: `until` came first.
+        bool wait(std::chrono::steady_clock::time_point until) {
+            if (!listener_) {
+                listener_.emplace(a_.listeners_);
+                if (!listener_->listen(channel_) || !mark()) return coord::detail::lease_watch_unlistened(listener_, until);
+                return true;
+            }
+            // A long wait marks the name again every 20 s, so that the mark
+            // (a minute) never lapses while this observer listens.
+            for (;;) {
+                const bool mark_due = std::chrono::steady_clock::now() - marked_ >= std::chrono::seconds{20};
+                if (mark_due && !mark()) return coord::detail::lease_watch_unlistened(listener_, until);
+                const auto bound = std::min(until, marked_ + std::chrono::seconds{20});
+                auto n = listener_->wait_notification(channel_, bound);
+                if (!n) return coord::detail::lease_watch_unlistened(listener_, until);
+                if (*n) return true;
+                if (bound == until) return false;
+            }
+        }
+
+    private:
+        static std::string channel_of(std::string_view name) {
+            return "coord_lo_" + coord::detail::sha256_hex(name).substr(0, 32);
+        }
+        bool mark() {
+            using namespace detail;
+            pool::call c(a_.pool_);
+            const auto at = std::chrono::steady_clock::now();
+            auto r = c.exec("SELECT coord_lease_observe($1, $2)",
+                            {param(name_), param(std::int64_t{60'000'000'000})}, true);
+            if (!r) return false;
+            marked_ = at;
+            return true;
+        }
+        lease_adapter& a_;
+        std::string name_;
+        std::string channel_;
+        std::optional<pool::call> listener_;
+        std::chrono::steady_clock::time_point marked_{};
+    };
+    watching lease_watching(std::string_view name) { return watching(*this, name); }
 
 private:
     // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.

@@ -454,6 +454,117 @@ BEGIN
   RETURN QUERY SELECT 0, p_owner, r.last_token + 1, p_ttl, now_ns + p_ttl, 0::bigint, now_ns;
 END $$;
 )SQL"},
+        {5, "lease tokens at least the clock's microseconds (never back when the data went back); grants and releases NOTIFY a name's observers", R"SQL(
+-- watch_until_ns: until when (the server's clock) someone LISTENs on the
+-- name's observer channel; 0: nobody. A grant or a release of an observed
+-- name NOTIFYs that channel; a name nobody observes pays one comparison (no
+-- NOTIFY: a notifying commit takes a lock every notifying transaction of the
+-- cluster waits for).
+ALTER TABLE coord_lease ADD COLUMN IF NOT EXISTS watch_until_ns bigint NOT NULL DEFAULT 0;
+
+CREATE OR REPLACE FUNCTION coord_lease_observer_channel(p_name text) RETURNS text LANGUAGE sql IMMUTABLE AS
+$$ SELECT 'coord_lo_' || left(encode(sha256(convert_to(p_name, 'UTF8')), 'hex'), 32) $$;
+
+-- While the name is observed (p_until ahead on the server's clock): NOTIFYs
+-- its channel and returns p_until; after: 0, nobody observes it.
+CREATE OR REPLACE FUNCTION coord_lease_notify(p_name text, p_until bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_until <= coord_now_ns() THEN RETURN 0; END IF;
+  PERFORM pg_notify(coord_lease_observer_channel(p_name), '');
+  RETURN p_until;
+END $$;
+
+-- An observer (LISTENing on the channel already) keeps the name observed for
+-- p_for ns from now on the server's clock; the longest of the observers' wins.
+CREATE OR REPLACE FUNCTION coord_lease_observe(p_name text, p_for bigint) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO coord_lease(name, watch_until_ns) VALUES (p_name, coord_now_ns() + p_for)
+  ON CONFLICT (name) DO UPDATE SET watch_until_ns = greatest(coord_lease.watch_until_ns, EXCLUDED.watch_until_ns)
+$$;
+
+-- A grant's token: above the last one, and at least the clock's reading in
+-- microseconds, so that a token never goes back when the row or the whole
+-- database went back (a restored backup, a failover to a standby without the
+-- last commits), as long as the clock did not go back by more than the time
+-- between the lost grant and the next one.
+CREATE OR REPLACE FUNCTION coord_lease_next_token(p_last bigint, p_now bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS
+$$ SELECT greatest(p_last + 1, p_now / 1000) $$;
+
+-- As in migration 1, with the token above and the observers told.
+CREATE OR REPLACE FUNCTION coord_lease_acquire(p_name text, p_owner text, p_ttl bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns()); t bigint; w bigint;
+BEGIN
+  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF r.held AND now_ns < r.expires_ns THEN
+    RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns; RETURN;
+  END IF;
+  t := coord_lease_next_token(r.last_token, now_ns);
+  w := r.watch_until_ns;
+  IF w <> 0 THEN w := coord_lease_notify(p_name, w); END IF;
+  UPDATE coord_lease SET last_token = t, held = true, holder = p_owner, token = t, ttl_ns = p_ttl,
+    expires_ns = now_ns + p_ttl, watch_until_ns = w WHERE name = p_name;
+  RETURN QUERY SELECT 0, p_owner, t, p_ttl, now_ns + p_ttl;
+END $$;
+
+-- As in migration 4, with the token above and the observers told.
+CREATE OR REPLACE FUNCTION coord_lease_acquire_queued(p_name text, p_owner text, p_ttl bigint, p_ticket bigint,
+  p_place bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint, o_ahead bigint, o_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE now_ns bigint := coord_now_ns(p_now); r coord_lease; w coord_lease_waiter; ahead bigint; live boolean;
+  t bigint; o bigint;
+BEGIN
+  -- Lock order everywhere: the queue row, then the lease row.
+  INSERT INTO coord_lease_queue(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  PERFORM 1 FROM coord_lease_queue WHERE name = p_name FOR UPDATE;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND until_ns <= now_ns;
+  INSERT INTO coord_lease(name) VALUES (p_name) ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  live := r.held AND now_ns < r.expires_ns;
+  SELECT * INTO w FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  IF NOT FOUND OR w.who <> p_owner THEN
+    IF live THEN RETURN QUERY SELECT 3, r.holder, r.token, r.ttl_ns, r.expires_ns, 0::bigint, now_ns;
+    ELSE RETURN QUERY SELECT 3, ''::text, 0::bigint, 0::bigint, 0::bigint, 0::bigint, now_ns; END IF;
+    RETURN;
+  END IF;
+  SELECT count(*) INTO ahead FROM (SELECT 1 FROM coord_lease_waiter WHERE name = p_name AND ticket < p_ticket
+                                   ORDER BY ticket LIMIT 2) first_two;
+  IF w.until_ns - now_ns < p_place - p_place / 4 THEN
+    UPDATE coord_lease_waiter SET until_ns = now_ns + p_place WHERE name = p_name AND ticket = p_ticket;
+  END IF;
+  IF ahead > 0 OR live THEN
+    IF live THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns, ahead, now_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint, ahead, now_ns; END IF;
+    RETURN;
+  END IF;
+  t := coord_lease_next_token(r.last_token, now_ns);
+  o := r.watch_until_ns;
+  IF o <> 0 THEN o := coord_lease_notify(p_name, o); END IF;
+  UPDATE coord_lease SET last_token = t, held = true, holder = p_owner, token = t, ttl_ns = p_ttl,
+    expires_ns = now_ns + p_ttl, watch_until_ns = o WHERE name = p_name;
+  DELETE FROM coord_lease_waiter WHERE name = p_name AND ticket = p_ticket;
+  RETURN QUERY SELECT 0, p_owner, t, p_ttl, now_ns + p_ttl, 0::bigint, now_ns;
+END $$;
+
+-- As in migration 3, with the observers told.
+CREATE OR REPLACE FUNCTION coord_lease_release(p_name text, p_owner text, p_token bigint, p_now bigint)
+RETURNS TABLE(o_status int, o_holder text, o_token bigint, o_ttl bigint, o_expires bigint) LANGUAGE plpgsql AS $$
+DECLARE r coord_lease; now_ns bigint := coalesce(p_now, coord_now_ns()); w bigint;
+BEGIN
+  SELECT * INTO r FROM coord_lease WHERE name = p_name FOR UPDATE;
+  IF NOT FOUND OR NOT (r.held AND r.holder = p_owner AND (p_token = 0 OR p_token = r.token)) THEN
+    IF FOUND AND r.held AND now_ns < r.expires_ns THEN RETURN QUERY SELECT 1, r.holder, r.token, r.ttl_ns, r.expires_ns;
+    ELSE RETURN QUERY SELECT 1, ''::text, 0::bigint, 0::bigint, 0::bigint; END IF;
+    RETURN;
+  END IF;
+  w := r.watch_until_ns;
+  IF w <> 0 THEN w := coord_lease_notify(p_name, w); END IF;
+  UPDATE coord_lease SET held = false, holder = '', expires_ns = 0, watch_until_ns = w WHERE name = p_name;
+  PERFORM coord_lease_wake(p_name, p_now);
+  RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -104,6 +104,7 @@ public:
 using store = basic_store<>;
 
 static_assert(lease_queue_store<store>);
+static_assert(lease_watch_store<store>);  // election's observe() is woken by a NOTIFY on the name's channel
 static_assert(ledger_run_store<store>);
 static_assert(revocation_store<store>);
 

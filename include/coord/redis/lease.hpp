@@ -22,6 +22,12 @@
 // the first live place, so a release wakes one waiter, not all. While nobody
 // moves, a waiter costs 5 commands per renewal of its place (every half of
 // the place's term): the queued acquire and the commands inside it.
+//
+// An observer (lease_watching: election's observe) SUBSCRIBEs to the channel
+// named as the lease's key and sets the record's w, so that a grant and a
+// release PUBLISH there (in the one script each already runs: a release then
+// takes 2 round trips, as with someone in line); the first release that finds
+// no subscriber and nobody in line clears w, and the fast paths are back.
 #pragma once
 
 #include <chrono>
@@ -177,6 +183,45 @@ public:
         std::optional<pool::call> listener_;
     };
     waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
+
+    /// lease_watch_store: SUBSCRIBEd to the channel named as the lease's key
+    /// (a connection of the listener pool, from the first wait to the end of
+    /// this object), and the record's w set (lease_observe), so that grants
+    /// and releases take the paths that PUBLISH there; a release that finds
+    /// no subscriber left clears w again. A term that ends unrenewed writes
+    /// nothing: it is seen by the next read.
+    class watching {
+    public:
+        watching(lease_adapter& a, std::string_view name) : a_(a), channel_(a.lease_key(name)) {}
+        watching(const watching&) = delete;
+        watching& operator=(const watching&) = delete;
+        ~watching() {
+            if (listener_) (void)listener_->unsubscribe();
+        }
+        /// True: read the lease again (just subscribed, or a grant or a
+        /// release was published); false: `until` came first.
+        bool wait(std::chrono::steady_clock::time_point until) {
+            if (!listener_) {
+                listener_.emplace(a_.ctx_.listeners());
+                if (!listener_->subscribe(channel_) || !observe()) return coord::detail::lease_watch_unlistened(listener_, until);
+                return true;
+            }
+            auto m = listener_->wait_message(until);
+            if (!m) return coord::detail::lease_watch_unlistened(listener_, until);
+            return *m;
+        }
+
+    private:
+        bool observe() {
+            pool::call c(a_.ctx_.calls());
+            auto r = c.eval(scripts::lease_observe, {channel_}, {}, true);
+            return r && detail::text(r->get()) == "OK";
+        }
+        lease_adapter& a_;
+        std::string channel_;
+        std::optional<pool::call> listener_;
+    };
+    watching lease_watching(std::string_view name) { return watching(*this, name); }
 
 private:
     // The holder as the lease record keeps it (scripts.hpp): " <n>\n<holder> ",

@@ -269,10 +269,12 @@ return 'OK'
 // (below), the last token granted as 20 digits (zeros in front; the holder's
 // token while held), the holder's length n and the holder (the last one's,
 // or '', when not held), and the term's length and start in ns (it ends at
-// start + ttl, saturated at 2^63-1). w '0': nobody joined the line since a
-// release found it empty (enqueue sets '1'; a release that finds the line
-// empty sets '0'), so a release with w '0' has no one to wake and leaves the
-// line unread; a missing record counts as '1'. The line is a sorted set of
+// start + ttl, saturated at 2^63-1). w '0': nobody joined the line or
+// observes the name since a release found the line empty and no observer
+// (enqueue and lease_observe set '1'; a release that finds neither sets '0'),
+// so a release with w '0' has no one to wake and leaves the line unread, and
+// a grant or release with w '1' PUBLISHes on the channel named as the lease's
+// key (an observer's, election's observe()); a missing record counts as '1'. The line is a sorted set of
 // tickets and a hash (t last ticket, u:<t> until, o:<t> who).
 // Answers: 'CODE token ttl start now ahead\nholder' (token and term of the
 // live holder, else 0; the holder '' on a grant: the caller's owner); codes
@@ -332,6 +334,7 @@ return 'OK'
     "  local floor = us_of(now)\n"                                                                         \
     "  if ucmp(floor, t) > 0 then t = floor end\n"                                                         \
     "  redis.call('SET', k, lease_rec(t, '1', now, ttl, s.w, owner))\n"                                    \
+    "  if s.w ~= '0' then redis.call('PUBLISH', k, '') end\n"                                              \
     "  return 'OK ' .. t .. ' ' .. ttl .. ' ' .. now .. ' ' .. now .. ' 0\\n'\n"                           \
     "end\n"
 // The line of waiters (lease_queue_store), in three keys: the line (a sorted
@@ -452,8 +455,26 @@ local s = lease_of(redis.call('GET', KEYS[1]), now)
 if not s then return 'B' end
 if not holds(s, ARGV[2], ARGV[3]) then return answer('N', s, now) end
 local w = '0'
-if s.w ~= '0' and wake(KEYS[2], KEYS[3], ARGV[4], now) then w = '1' end
+if s.w ~= '0' then
+  if wake(KEYS[2], KEYS[3], ARGV[4], now) then w = '1' end
+  if redis.call('PUBLISH', KEYS[1], '') > 0 then w = '1' end
+end
 redis.call('SET', KEYS[1], lease_rec(s.last, '0', '0', '0', w, ''))
+return 'OK'
+)LUA"};
+
+/// An observer (SUBSCRIBEd already to the channel named as the lease's key)
+/// makes grants and releases take the paths that PUBLISH: w '1'. KEYS: lease.
+/// 'OK' | 'B'.
+inline const detail::script lease_observe{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_LEASE R"LUA(
+local rec = redis.call('GET', KEYS[1])
+if not rec then return 'OK' end
+local s = lease_of(rec, nil)
+if not s then return 'B' end
+if s.w ~= '1' then
+  local held = '0' if s.held then held = '1' end
+  redis.call('SET', KEYS[1], lease_rec(s.last, held, s.start, s.ttl, '1', s.holder))
+end
 return 'OK'
 )LUA"};
 

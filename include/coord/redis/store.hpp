@@ -219,6 +219,7 @@ public:
 using store = basic_store<>;
 
 static_assert(lease_queue_store<store>);
+static_assert(lease_watch_store<store>);  // election's observe() is woken by a PUBLISH on the lease's key
 static_assert(revocation_store<store>);
 
 // What this store models, checked, and the everyday names on it:

@@ -7,6 +7,7 @@
 // (coord/lease.hpp) for its store concept and class template.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -85,6 +86,16 @@ struct lease_rule {
 
     static bool live(const record& r, std::int64_t now) noexcept { return r.held && now < r.expires_ns; }
 
+    /// A grant's token: above the last one, and at least the store clock's
+    /// reading in microseconds (as every engine's), so that a token never
+    /// goes back when the record went back (a database file replaced by an
+    /// older copy, a store made anew), as long as the clock did not go back
+    /// by more than the time between the lost grant and the next one.
+    static fence_token next_token(fence_token last, std::int64_t now) noexcept {
+        const fence_token floor = now > 0 ? static_cast<fence_token>(now / 1000) : 0;
+        return std::max(last + 1, floor);
+    }
+
     static lease view(std::string_view name, const record& r) {
         return lease{std::string(name), r.holder, r.token, std::chrono::nanoseconds{r.ttl_ns},
                      std::chrono::nanoseconds{r.expires_ns}};
@@ -106,7 +117,7 @@ struct lease_rule {
         if (live(r, now)) return unexpected(refusal(errc::lease_held, r, now));
         r.held = true;
         r.holder = std::string(owner);
-        r.token = ++r.last_token;
+        r.token = r.last_token = next_token(r.last_token, now);
         r.ttl_ns = ttl_ns;
         r.expires_ns = add_saturated(now, ttl_ns);
         return view(name, r);
