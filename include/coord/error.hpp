@@ -37,8 +37,11 @@ enum class errc {
     state_corrupt,
     /// A state file was written by a format version this build does not read.
     state_unsupported,
-    /// A state file went back: it vanished or holds an older generation than
-    /// this process already saw (restored from an old copy?).
+    /// The store's state went back: a state file vanished or holds an older
+    /// generation than this process already saw (restored from an old
+    /// copy?), or an engine answered from an older state than it answered
+    /// this store object before (etcd: a lower revision, after a snapshot
+    /// restore).
     state_went_back,
     /// The operation may or may not have been applied (for example the store
     /// replaced its file but could not make the directory durable).
@@ -232,7 +235,7 @@ public:
         case errc::state_truncated: return "state file truncated";
         case errc::state_corrupt: return "state file corrupt";
         case errc::state_unsupported: return "state file format not supported";
-        case errc::state_went_back: return "state file went back (missing or older generation)";
+        case errc::state_went_back: return "the store's state went back (missing, an older generation, or restored)";
         case errc::outcome_unknown: return "outcome unknown";
         case errc::clock_rollback: return "clock rollback";
         case errc::sequence_exhausted: return "sequence exhausted";

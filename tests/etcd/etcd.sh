@@ -16,6 +16,9 @@
 #   tests/etcd/etcd.sh pause DIR I          # SIGSTOP member I
 #   tests/etcd/etcd.sh resume DIR I         # SIGCONT member I
 #   tests/etcd/etcd.sh leader DIR           # the index of the member that is leader now
+#   tests/etcd/etcd.sh snapshot DIR FILE    # etcdctl snapshot save FILE (from member 0)
+#   tests/etcd/etcd.sh restore DIR FILE     # a one-member cluster stopped, its data replaced by
+#                                      # etcdctl snapshot restore FILE, started on the same endpoint
 #   tests/etcd/etcd.sh conninfo DIR PORT [N]  # etcd://127.0.0.1:PORT[,...]
 #
 # No fsync (--unsafe-no-fsync) unless started durable: a SIGKILL loses
@@ -28,19 +31,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
-[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|pause|resume|leader|snapshot|restore|conninfo DIR ..." >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[etcd.sh] %s\n' "$*" >&2; }
 
 install_server() {
-  command -v etcd >/dev/null && command -v curl >/dev/null && return 0
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null && command -v curl >/dev/null && return 0
   if [ "$(id -u)" != 0 ]; then
-    log "etcd is not installed and this user cannot install it: apt-get install etcd-server curl"
+    log "etcd is not installed and this user cannot install it: apt-get install etcd-server etcd-client curl"
     exit 1
   fi
-  log "installing etcd-server"
-  apt_install etcd-server curl
+  log "installing etcd-server, etcd-client"
+  apt_install etcd-server etcd-client curl
   return 0
 }
 [ "$cmd" = install ] && { install_server; exit 0; }
@@ -119,6 +122,20 @@ case "$cmd" in
       sleep 0.1
     done
     log "no leader after 30 s"; exit 1
+    ;;
+  snapshot)
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$(port_of 0)" snapshot save "${3:?FILE}" >/dev/null
+    ;;
+  restore)
+    [ "$(members)" = 1 ] || { echo "restore: one member only" >&2; exit 2; }
+    base=$(cat "$dir/port")
+    member_stop 0
+    rm -rf "$dir/m0/data"
+    ETCDCTL_API=3 etcdctl snapshot restore "${3:?FILE}" --data-dir "$dir/m0/data" --name m0 \
+      --initial-cluster "$(cluster_spec 1 "$base")" --initial-cluster-token "coord-$base" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((base + 1))" >>"$dir/m0/log" 2>&1
+    member_start 0 existing
+    wait_healthy 0
     ;;
   conninfo)
     base="${3:?PORT}"; n="${4:-1}"; spec=""

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -60,6 +61,43 @@ TEST(Etcd, ALeaseWatchWakesAtAGrantAndARelease) {
     coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
     coord::etcd::store other{etcd_url(), coord::etcd::server_clock{}, opts};
     coord::test::expect_lease_watch_wakes(store, other, /*rearms=*/true);
+}
+
+// etcdctl snapshot save, more grants, writes and ranges, then etcdctl
+// snapshot restore onto the same endpoint: the store object that saw the
+// later revisions refuses every call (state_went_back), rather than hand out
+// a lease token, accept a fence write or allocate a range again.
+TEST(EtcdRestore, ASnapshotRestoredUnderAStoreObjectIsRefusedNeverServed) {
+    const auto opts = etcd_options(etcd_fresh_prefix());
+    coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
+    const std::string snapshot = std::string(COORD_ETCD_DIR) + "/snapshot.db";
+    const auto script = [&](const std::string& what) {
+        const std::string c = std::string(COORD_ETCD_SCRIPT) + " " + what + " '" + COORD_ETCD_DIR + "' '" + snapshot + "'";
+        return std::system(c.c_str());
+    };
+    auto a = store.lease_acquire("n", "A", 30s);
+    ASSERT_TRUE(a) << a.error().code.message();
+    ASSERT_TRUE(store.lease_release("n", "A", a->token));
+    ASSERT_TRUE(store.fence_write("f", 100, "at 100"));
+    ASSERT_EQ(script("snapshot"), 0);
+    auto b = store.lease_acquire("n", "B", 30s);
+    ASSERT_TRUE(b) << b.error().code.message();
+    ASSERT_TRUE(store.lease_release("n", "B", b->token));
+    ASSERT_TRUE(store.fence_write("f", 200, "at 200"));
+    auto range = store.segment_allocate("s", 10);
+    ASSERT_TRUE(range) << range.error().message();
+    ASSERT_EQ(script("restore"), 0);
+
+    auto again = store.lease_acquire("n", "C", 30s);
+    ASSERT_FALSE(again) << "granted token " << again->token << " after a restore (B had " << b->token << ")";
+    EXPECT_EQ(again.error(), coord::errc::state_went_back) << again.error().code.message();
+    auto late = store.fence_write("f", 150, "late");
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error(), coord::errc::state_went_back) << late.error().code.message();
+    auto next = store.segment_allocate("s", 10);
+    ASSERT_FALSE(next);
+    EXPECT_EQ(next.error(), coord::errc::state_went_back) << next.error().message();
+    EXPECT_NE(next.error().message().find("went back"), std::string::npos) << next.error().message();
 }
 
 TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {

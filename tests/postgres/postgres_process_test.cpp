@@ -204,7 +204,10 @@ TEST(PostgresProcess, SnowflakeNodeLeaseAcrossAKillAndAClockSetBack) {
     const std::string conninfo = coord::test::pg_fresh_schema();
     coord::snowflake_options opt;
     opt.node = 5;
-    opt.node_lease_ttl = 400ms;
+    // A term the keeper renews at a third of: a loaded CI machine (ASan, -O0,
+    // beside other builds) once let 400 ms pass between two renewals, and B
+    // then rightly started while A was still writing.
+    opt.node_lease_ttl = 3s;
     coord::test::child_process a([&](int out) {
         coord::postgres::store store{conninfo};
         coord::basic_snowflake<coord::default_layout, coord::system_clock, coord::postgres::store> gen{store, opt};

@@ -7,6 +7,7 @@
 // as etcd's own expiry does).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -168,10 +169,26 @@ public:
 
     result<txn_answer> txn(const std::vector<std::string>& compare, const std::vector<std::string>& success,
                            const std::vector<std::string>& failure, bool writes) {
+        const std::int64_t before = seen_.load(std::memory_order_acquire);  // answered before this call was sent
         auto r = pool_.request("/v3/kv/txn", txn_body(compare, success, failure), writes);
         if (!r) return unexpected(r.error());
-        return parse_txn(*r);
+        auto a = parse_txn(*r);
+        if (!a) return a;
+        if (auto back = went_back(before, a->revision)) return unexpected(std::move(*back));
+        return a;
     }
+
+    /// The highest revision a transaction's answer carried for this store
+    /// object. A transaction (a write, or a linearizable read) is answered at
+    /// a revision at least as high as every one answered before it was sent
+    /// (calls at once may be answered in either order), while
+    /// etcd keeps its history: a lower one means etcd's state went back (a
+    /// snapshot restored onto the same endpoint, or another cluster answering
+    /// there), and the call is refused with errc::state_went_back rather than
+    /// answered from the older state. A write in that call was applied to the
+    /// older state: the refusal says so. What a process started after the
+    /// restore cannot tell: it never saw the higher revision (README).
+    std::int64_t highest_revision() const noexcept { return seen_.load(std::memory_order_relaxed); }
 
     /// The store's clock now, in ns: the test clock's reading, or this
     /// machine's (etcd shows no clock; terms measured from its answers).
@@ -318,9 +335,24 @@ private:
         return r;
     }
 
+    // `before`: the highest revision answered before the call was sent.
+    std::optional<coord::error> went_back(std::int64_t before, std::int64_t revision) {
+        auto seen = seen_.load(std::memory_order_relaxed);
+        while (revision > seen && !seen_.compare_exchange_weak(seen, revision, std::memory_order_acq_rel)) {
+        }
+        if (revision >= before) return std::nullopt;
+        return coord::error(coord::make_error_code(coord::errc::state_went_back),
+                            "etcd answered at revision " + std::to_string(revision) + ", below the " +
+                                std::to_string(before) + " it answered this store object before: its state went back (a "
+                                "snapshot restored onto this endpoint?), and tokens and IDs handed out since could be "
+                                "handed out again. Refused; a write in this call landed on the older state. See the "
+                                "README's \"When a store goes back\"");
+    }
+
     pool pool_;
     Clock clock_;
     keys keys_;
+    std::atomic<std::int64_t> seen_{0};
 };
 
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
