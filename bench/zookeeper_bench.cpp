@@ -31,6 +31,8 @@ std::string url() {
 using coord::bench::fail;
 coord::zookeeper::store& store() {
     static coord::zookeeper::store s = coord::open_store<coord::zookeeper::store>(url() + "/bench-" + std::to_string(::getpid()));
+    static const bool initialized = s.initialize(coord::initial_floors{}).has_value();
+    if (!initialized) fail("initialize", coord::make_error_code(coord::errc::store_uninitialized));
     return s;
 }
 

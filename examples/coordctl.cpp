@@ -63,6 +63,7 @@
 
 #include "coord/election.hpp"
 #include "coord/fence.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/keeper.hpp"
 #include "coord/lease.hpp"
@@ -1323,7 +1324,8 @@ int jwt_command(std::string_view verb, const std::vector<std::string_view>& args
 
 // `store init`: the explicit step a store that can lose its data needs before
 // first use and after a loss (Redis: its identity key, which every script
-// that needs the store's data checks), with the operator's statement of what
+// that needs the store's data checks; ZooKeeper: its root and identity node,
+// which every create of a record checks), with the operator's statement of what
 // the store handed out before (the floors), so that a store that lost its
 // data never hands anything out twice. A no-op for stores that need none.
 int store_command(std::string_view verb, const std::vector<std::string_view>& args) {
@@ -1331,19 +1333,18 @@ int store_command(std::string_view verb, const std::vector<std::string_view>& ar
     options o(args, {"store", "segment-floor", "fence-floor", "ledger-floor", "reservation-floor"}, {"force"});
     const bool force = o.has("force");
     return with_store(o, [&](auto& store) -> int {
-#if defined(COORD_HAS_REDIS)
-        if constexpr (requires { store.initialize(coord::redis::initial_floors{}, force); }) {
+        if constexpr (requires { store.initialize(coord::initial_floors{}, force); }) {
             for (const char* f : {"segment-floor", "fence-floor", "ledger-floor"})
                 if (!o.has(f))
                     throw usage_error(
                         std::string("store init on this store needs --") + f +
                         ": state floors at or above everything the store handed out before (a store that lost its "
                         "data hands nothing out twice): --segment-floor N (the largest segment ID it ever handed "
-                        "out; 0 if none), --fence-floor N|now (the highest fence token any key accepted; now: the "
-                        "server's time in microseconds, above every lease token it granted), --ledger-floor "
+                        "out; 0 if none), --fence-floor N|now (the highest fence token any key accepted; now: a "
+                        "number above every lease token it granted), --ledger-floor "
                         "YYYY-MM-DDTHH:MM[:SS]Z|now|none (slots scheduled up to it that have no record are not run again; none: a "
                         "store that never served coord)");
-            coord::redis::initial_floors floors;
+            coord::initial_floors floors;
             floors.segment = o.number("segment-floor");
             if (floors.segment >= 0x7fffffffffffffffull) throw usage_error("--segment-floor must be below 2^63-1");
             if (o.required("fence-floor") == "now") floors.fence_now = true;
@@ -1379,7 +1380,6 @@ int store_command(std::string_view verb, const std::vector<std::string_view>& ar
             std::printf("initialized: identity %s\n", r->c_str());
             return exit_ok;
         }
-#endif
         (void)store;
         (void)force;
         std::puts("initialized: this store needs no initialization");

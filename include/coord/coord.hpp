@@ -12,6 +12,7 @@
 #include "coord/clock.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/job_ledger.hpp"
 #include "coord/keeper.hpp"
 #include "coord/lease.hpp"

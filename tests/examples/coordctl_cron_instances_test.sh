@@ -23,9 +23,9 @@ trap 'kill -KILL $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # shellcheck source=tests/examples/coordctl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 case "$store" in file) store="file:$work/store" ;; esac
-"$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none >/dev/null 2>&1  # redis: once (refused when done already: fine)
 id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/croni$id" ;; esac
+init_store  # redis: once (refused when done already: fine); zookeeper: this run's root
 every=(--store "$store" --cron "* * * * * *" --tz UTC --lease-ttl 1500)
 
 # --- one worker name, two instances ------------------------------------------

@@ -37,9 +37,9 @@ case "$store" in
   sqlite) store="sqlite:$work/store.db"; store_a="sqlite:$work/store-a.db" ;;
 esac
 
-"$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none >/dev/null 2>&1  # redis: once (refused when done already: fine)
 id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/cron$id" ;; esac  # a root of this run's own
+init_store  # redis: once (refused when done already: fine); zookeeper: this run's root
 job_a="cronA$id"
 job_b="cronB$id"
 [ -n "$store_a" ] || store_a="$store"

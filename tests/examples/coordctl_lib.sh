@@ -32,6 +32,14 @@ grant() {
   fi
   printf -v "$var" '%s' "${out#token=}"
 }
+# init_store: $store initialized as one that never served coord (zero
+# floors), or already initialized (exit 3: refused, nothing changed).
+init_store() {
+  "$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none >/dev/null 2>"$err"
+  local rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || fail "store init: rc=$rc $(cat "$err")"
+}
+
 # above A B WHAT: token B is larger than token A.
 above() { [ "$2" -gt "$1" ] 2>/dev/null || fail "$3: token $2 is not above $1"; }
 

@@ -31,8 +31,6 @@ inline std::string zk_env(const char* name, const char* fixture) {
 inline std::string zk_url() { return zk_env("COORD_ZK_URL", "ZooKeeper.start"); }
 inline std::string zk_ensemble_url() { return zk_env("COORD_ZK_ENSEMBLE_URL", "ZooKeeperEnsemble.start"); }
 
-/// `base` with a root node no other test uses.
-inline std::string zk_fresh_root(const std::string& base) { return base + "/" + unique_name(); }
 
 /// A store opened once the ensemble gives a session: a test that starts
 /// right after another restarted servers may find the ensemble still
@@ -49,6 +47,15 @@ std::unique_ptr<Store> zk_open_when_up(const std::string& url, Args&&... args) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds{250});
     }
+}
+
+/// `base` with a root node no other test uses, initialized as a root that
+/// never served coord (zero floors).
+inline std::string zk_fresh_root(const std::string& base) {
+    const std::string url = base + "/" + unique_name();
+    auto s = zk_open_when_up(url);
+    if (!s->initialize(initial_floors{})) throw std::runtime_error("cannot initialize the test ZooKeeper root " + url);
+    return url;
 }
 
 struct zk_factory {

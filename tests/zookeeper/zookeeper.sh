@@ -18,6 +18,9 @@
 #   tests/zookeeper/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
 #   tests/zookeeper/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
 #   tests/zookeeper/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
+#   tests/zookeeper/zookeeper.sh cli DIR COMMAND ARGS...  # ZooKeeper's own command-line client
+#                                            # (zkCli: ZooKeeperMain) run once against server 0,
+#                                            # e.g. deleteall /coord; its output on stdout
 #
 # forceSync=no unless started durable: a SIGKILL loses nothing the OS holds
 # (the tests kill processes, not machines); production wants forceSync=yes
@@ -145,6 +148,12 @@ case "$cmd" in
       sleep 0.1
     done
     log "no leader after 30 s"; exit 1
+    ;;
+  cli)
+    shift 2
+    [ $# -gt 0 ] || { echo "usage: $0 cli DIR COMMAND ARGS..." >&2; exit 2; }
+    java -Xms16m -Xmx64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+      -cp "$(classpath)" org.apache.zookeeper.ZooKeeperMain -server "127.0.0.1:$(client_port 0)" "$@" </dev/null 2>&1
     ;;
   conninfo)
     b="${3:?PORT}"; n="${4:-1}"; spec=""

@@ -15,6 +15,7 @@
 
 #include "coord/clock.hpp"
 #include "coord/detail/options.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/redis/connection.hpp"
 
 namespace coord::redis::detail {
@@ -140,20 +141,7 @@ public:
     /// depends on the identity's length, so an identity key holding anything
     /// else is never used.
     static bool well_formed_identity(std::string_view v) noexcept {
-        if (v.size() < 32) return false;
-        for (char ch : v.substr(0, 32))
-            if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
-        if (v.size() == 32) return true;
-        int fields = 0;
-        for (std::size_t i = 32; i < v.size();) {
-            if (v[i] != ':') return false;
-            const auto end = v.find(':', i + 1);
-            const auto f = v.substr(i + 1, (end == std::string_view::npos ? v.size() : end) - i - 1);
-            if (f.empty() || f.size() > 20 || f.find_first_not_of("0123456789") != std::string_view::npos) return false;
-            if (++fields == 2 && f.size() != 20) return false;
-            i = end == std::string_view::npos ? v.size() : end;
-        }
-        return fields == 4;
+        return coord::detail::parse_identity(v).has_value();
     }
 
     /// A script's answer with its status ('B', 'U', 'C') made the error it names.

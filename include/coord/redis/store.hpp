@@ -50,6 +50,7 @@
 #include "coord/random.hpp"
 #include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/redis/connection.hpp"
 #include "coord/redis/context.hpp"
 #include "coord/redis/fence.hpp"
@@ -63,33 +64,9 @@
 
 namespace coord::redis {
 
-/// What an operator states when initializing a store (store::initialize):
-/// floors at or above everything the store handed out before, so that a
-/// store that lost its data hands nothing out twice (README, "When a store
-/// lost its data"). A store that never served coord takes zeros.
-struct initial_floors {
-    /// The largest segment ID the store ever handed out (any tag): a tag
-    /// whose counter is missing continues above it. 0: none handed out.
-    std::uint64_t segment = 0;
-    /// The highest fence token any fenced key accepted: a key whose record
-    /// is missing refuses tokens below it. With fence_now, the server's time
-    /// in microseconds instead, which is above every lease token this Redis
-    /// granted (lease tokens are at least the server's time in microseconds).
-    fence_token fence = 0;
-    bool fence_now = false;
-    /// Slots scheduled at or before this instant (Unix milliseconds) that
-    /// have no record are not run again (a claim answers expired): their
-    /// done records may have been lost. With ledger_now, the server's now.
-    std::int64_t ledger_ms = 0;
-    bool ledger_now = false;
-    /// A time reservation (Snowflake's reserved-until) whose record is
-    /// missing starts at this instant (Unix milliseconds): at least the
-    /// latest instant any reservation reached (a generator reserves up to
-    /// its reserve_ahead past its clock). With reservation_now, the
-    /// server's now.
-    std::int64_t reservation_ms = 0;
-    bool reservation_now = false;
-};
+/// What an operator states when initializing a store (store::initialize;
+/// coord/initial_floors.hpp).
+using initial_floors = coord::initial_floors;
 
 /// Redis as every store concept it can serve atomically. Clock:
 /// server_clock (production: every expiry judged on the server's TIME) or a
@@ -149,22 +126,15 @@ public:
     result<std::string> initialize(const initial_floors& f, bool replace = false) {
         if (f.segment > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - 1)
             throw std::invalid_argument("coord::redis: the segment floor must be below 2^63-1");
-        unsigned char raw[16];
-        coord::detail::os_entropy(raw, sizeof raw);
-        static constexpr char hex[] = "0123456789abcdef";
-        std::string id;
-        for (unsigned char b : raw) {
-            id += hex[b >> 4];
-            id += hex[b & 15];
-        }
+        const std::string id = coord::detail::new_store_identity();
         auto now = server_now_ns();
         if (!now) return unexpected(now.error());
-        const fence_token fence = f.fence_now ? static_cast<fence_token>(*now / 1000) : f.fence;
-        const std::int64_t ledger_ms = f.ledger_now ? *now / 1'000'000 : f.ledger_ms;
-        const std::int64_t reservation_ms = f.reservation_now ? *now / 1'000'000 : f.reservation_ms;
-        std::string value = id + ":" + std::to_string(f.segment) + ":" + detail::token_digits(fence) + ":" +
-                            std::to_string(std::max<std::int64_t>(ledger_ms, 0)) + ":" +
-                            std::to_string(std::max<std::int64_t>(reservation_ms, 0));
+        coord::detail::stated_floors stated;
+        stated.segment = f.segment;
+        stated.fence = f.fence_now ? static_cast<fence_token>(*now / 1000) : f.fence;
+        stated.ledger_ms = f.ledger_now ? *now / 1'000'000 : f.ledger_ms;
+        stated.reservation_ms = f.reservation_now ? *now / 1'000'000 : f.reservation_ms;
+        std::string value = coord::detail::identity_text(id, stated);
         pool::call c(engine().calls());
         detail::command set{"SET", engine().key().identity(), std::move(value)};
         if (!replace) set.push_back("NX");

@@ -21,6 +21,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/backoff.hpp"
 #include "coord/detail/options.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/zookeeper/connection.hpp"
 
 namespace coord::zookeeper::detail {
@@ -129,7 +130,7 @@ public:
     /// first request waits for it). Throws std::invalid_argument for a
     /// malformed URL or an option out of range.
     context(const std::string& url, Clock clock, options opts)
-        : session_(parsed(url), checked(std::move(opts))), root_(session_.where().root), clock_(std::move(clock)) {}
+        : session_(parsed(url), checked(std::move(opts))), root_(session_.where().root), clock_(std::move(clock)), url_(url) {}
     context(const context&) = delete;
     context& operator=(const context&) = delete;
 
@@ -149,18 +150,196 @@ public:
     std::string path(std::string_view kind) const { return root_ + "/" + std::string(kind); }
     std::string path(std::string_view kind, std::string_view name) const { return path(kind) + "/" + node_name(name); }
 
-    /// Creates the root and its kinds' parents (persistent, empty) when missing.
-    result<void> ensure_tree() {
+    /// The node initialize() writes once: the store's identity and floors
+    /// (coord/initial_floors.hpp). Its creation zxid is the store's: a root
+    /// deleted and initialized again has another.
+    std::string identity_path() const { return root_ + "/identity"; }
+
+    /// The store's identity as the ensemble has it now, checked against the
+    /// one this store object works under (adopted when it knew none yet):
+    /// store_uninitialized when there is none and this object never saw one,
+    /// state_went_back when the one it saw is gone (coord's root deleted),
+    /// store_identity_changed when it was initialized again since. 1 round trip.
+    result<coord::detail::store_identity> checked_identity() {
+        auto n = get(identity_path());
+        if (!n) return unexpected(n.error());
+        const std::int64_t known = known_czxid();
+        if (!*n) {
+            if (known == 0) return unexpected(uninitialized());
+            return unexpected(went_back("its identity node " + identity_path() +
+                                        ", there when this process first read it, is gone: coord's root or part of it "
+                                        "was deleted (by another client or an operator)"));
+        }
+        auto id = coord::detail::parse_identity((*n)->data);
+        if (!id) return unexpected(corrupt(identity_path(), "the store's identity is malformed"));
+        if (known != 0 && known != (*n)->stat.czxid)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_identity_changed),
+                                           "the ZooKeeper store at " + url_ + " was initialized again since this "
+                                           "process opened it (" + identity_path() + " was created anew): reopen it"));
+        if (known == 0) adopt(n->value().stat.czxid);
+        return std::move(*id);
+    }
+
+    /// What creating a missing record of a counted kind (fence, segment,
+    /// reservation, ledger) rests on: the floors the record starts from
+    /// (it may be one that was lost), and the kind's parent node, whose data
+    /// counts the records coord created under it (created and deleted only
+    /// together with that count, in one multi-operation).
+    struct absence {
+        coord::detail::stated_floors floors;
+        std::string parent;
+        int parent_version = 0;
+        std::uint64_t count = 0;
+    };
+    /// Checks the store's identity, and that no record of `kind` went missing
+    /// (the parent holding fewer children than coord created there: one was
+    /// deleted by another client: state_went_back). 2 round trips; only
+    /// where a record is missing.
+    result<absence> absent(std::string_view kind) {
+        auto id = checked_identity();
+        if (!id) return unexpected(id.error());
+        absence a{id->floors, path(kind), 0, 0};
+        auto n = get(a.parent);
+        if (!n) return unexpected(n.error());
+        if (!*n) return unexpected(went_back(a.parent + " is missing (deleted by another client or an operator)"));
+        if (!(*n)->data.empty()) {
+            auto c = u64((*n)->data);
+            if (!c) return unexpected(corrupt(a.parent, "the count of coord's records is not a number"));
+            a.count = *c;
+        }
+        a.parent_version = (*n)->stat.version;
+        const auto children = static_cast<std::uint64_t>((*n)->stat.numChildren < 0 ? 0 : (*n)->stat.numChildren);
+        if (children < a.count)
+            return unexpected(went_back(std::to_string(a.count - children) + " of the " + std::to_string(a.count) +
+                                        " records coord created under " + a.parent +
+                                        " are missing (deleted by another client or an operator)"));
+        if (children > a.count)
+            return unexpected(corrupt(a.parent, "more nodes than coord created there (" + std::to_string(children) +
+                                                    ", coord counted " + std::to_string(a.count) + ")"));
+        return a;
+    }
+    /// Creates the record at `p` with its kind's count raised, in one
+    /// multi-operation conditional on the count's version: the reply's rc
+    /// ZOK (its stat.version 0), or ZBADVERSION, ZNODEEXISTS or ZNONODE
+    /// (someone created or deleted in between: read and check again).
+    result<reply> create_counted(const absence& a, const std::string& p, const std::string& data) {
+        auto r = multi([&](pending& st) {
+            st.keep = {a.parent, std::to_string(a.count + 1), p, data};
+            st.ops.resize(2);
+            st.op_stats.resize(1);
+            st.path_buffers.assign(1, std::vector<char>(p.size() + 16));
+            zoo_set_op_init(&st.ops[0], st.keep[0].c_str(), st.keep[1].data(), static_cast<int>(st.keep[1].size()),
+                            a.parent_version, &st.op_stats[0]);
+            zoo_create_op_init(&st.ops[1], st.keep[2].c_str(), st.keep[3].data(), static_cast<int>(st.keep[3].size()),
+                               &ZOO_OPEN_ACL_UNSAFE, 0, st.path_buffers[0].data(),
+                               static_cast<int>(st.path_buffers[0].size()));
+        });
+        if (r && r->rc == ZOK) r->stat.version = 0;
+        return r;
+    }
+    /// Deletes the record at `p` (on `version`) with its kind's count
+    /// lowered, in one multi-operation: rc ZOK, or ZBADVERSION or ZNONODE
+    /// when the record changed or went (the count's own conflicts are
+    /// retried here).
+    result<reply> delete_counted(std::string_view kind, const std::string& p, int version) {
+        const std::string parent = path(kind);
+        for (int attempt = 0;; ++attempt) {
+            auto n = get(parent);
+            if (!n) return unexpected(n.error());
+            if (!*n) return unexpected(went_back(parent + " is missing (deleted by another client or an operator)"));
+            auto c = u64((*n)->data.empty() ? std::string("0") : (*n)->data);
+            if (!c || *c == 0) return unexpected(corrupt(parent, "the count of coord's records is not a positive number"));
+            const int pv = (*n)->stat.version;
+            auto r = multi([&](pending& st) {
+                st.keep = {p, parent, std::to_string(*c - 1)};
+                st.ops.resize(2);
+                st.op_stats.resize(1);
+                zoo_delete_op_init(&st.ops[0], st.keep[0].c_str(), version);
+                zoo_set_op_init(&st.ops[1], st.keep[1].c_str(), st.keep[2].data(), static_cast<int>(st.keep[2].size()), pv,
+                                &st.op_stats[0]);
+            });
+            if (!r) return r;
+            const bool count_moved = r->rc == ZBADVERSION && r->results.size() == 2 && r->results[1] == ZBADVERSION;
+            if (!count_moved || attempt + 1 == coord::detail::conflict_tries) return r;
+        }
+    }
+
+    /// Initializes the store (store::initialize): the root and its kinds'
+    /// nodes created where missing, each counted kind's count set to the
+    /// records it holds, and the identity node written with the floors (a
+    /// new one, when `replace`), in one multi-operation. The floors' "now":
+    /// the zxid and time the ensemble gives the clock node's write just
+    /// before (the zxid is above every lease token granted before).
+    result<std::string> initialize(const initial_floors& f, bool replace) {
         std::vector<std::string> paths;
         for (std::size_t i = 1; i <= root_.size(); ++i)
             if (i == root_.size() || root_[i] == '/') paths.push_back(root_.substr(0, i));
         for (const char* kind : {"fence", "lease", "slease", "segment", "reservation", "ledger", "clock"})
             paths.push_back(path(kind));
         for (const auto& p : paths) {
-            auto r = create(p, "", 0);
-            if (!r && r.error() != errc::server_refused) return unexpected(r.error());
+            auto r = create_raw(p, "", 0);
+            if (!r) return unexpected(r.error());
+            if (r->rc != ZOK && r->rc != ZNODEEXISTS) return unexpected(session::failure(r->rc, true));
         }
-        return {};
+        const std::string id = coord::detail::new_store_identity();
+        for (int attempt = 0; attempt < coord::detail::conflict_tries; ++attempt) {
+            auto old = get(identity_path());
+            if (!old) return unexpected(old.error());
+            if (*old && !replace)
+                return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
+                                               "the ZooKeeper store at " + url_ + " is already initialized; replacing "
+                                               "its identity (--force) makes every process that opened it reopen"));
+            auto now = set(path("clock"), "", -1);
+            if (!now) return unexpected(now.error());
+            if (now->rc != ZOK) return unexpected(went_back(path("clock") + " went missing while initializing"));
+            coord::detail::stated_floors stated;
+            stated.segment = f.segment;
+            stated.fence = f.fence_now ? static_cast<fence_token>(now->stat.mzxid) : f.fence;
+            std::int64_t now_ms = now->stat.mtime;
+            if constexpr (test_clock) now_ms = since_epoch_ns(clock_.now()) / 1'000'000;
+            stated.ledger_ms = f.ledger_now ? now_ms : f.ledger_ms;
+            stated.reservation_ms = f.reservation_now ? now_ms : f.reservation_ms;
+            std::vector<std::pair<std::string, std::string>> counts;  // parent, its children now
+            std::vector<int> versions;
+            for (const char* kind : counted_kinds) {
+                auto n = get(path(kind));
+                if (!n) return unexpected(n.error());
+                if (!*n) return unexpected(went_back(path(kind) + " went missing while initializing"));
+                counts.emplace_back(path(kind), std::to_string((*n)->stat.numChildren));
+                versions.push_back((*n)->stat.version);
+            }
+            const std::string text = coord::detail::identity_text(id, stated);
+            auto r = multi([&](pending& st) {
+                for (auto& [p, c] : counts) {
+                    st.keep.push_back(p);
+                    st.keep.push_back(c);
+                }
+                st.keep.push_back(identity_path());
+                st.keep.push_back(text);
+                const std::size_t n = counts.size();
+                st.ops.resize(n + (*old ? 2 : 1));
+                st.op_stats.resize(n);
+                for (std::size_t i = 0; i < n; ++i)
+                    zoo_set_op_init(&st.ops[i], st.keep[2 * i].c_str(), st.keep[2 * i + 1].data(),
+                                    static_cast<int>(st.keep[2 * i + 1].size()), versions[i], &st.op_stats[i]);
+                std::size_t at = n;
+                if (*old) zoo_delete_op_init(&st.ops[at++], st.keep[2 * n].c_str(), (*old)->stat.version);
+                st.path_buffers.assign(1, std::vector<char>(identity_path().size() + 16));
+                zoo_create_op_init(&st.ops[at], st.keep[2 * n].c_str(), st.keep[2 * n + 1].data(),
+                                   static_cast<int>(st.keep[2 * n + 1].size()), &ZOO_OPEN_ACL_UNSAFE, 0,
+                                   st.path_buffers[0].data(), static_cast<int>(st.path_buffers[0].size()));
+            });
+            if (!r) return unexpected(r.error());
+            if (r->rc != ZOK) continue;  // a record created or the identity written in between: again
+            auto mine = get(identity_path());
+            if (!mine) return unexpected(mine.error());
+            if (*mine) {
+                std::lock_guard lk(mutex_);
+                known_czxid_ = (*mine)->stat.czxid;
+            }
+            return id;
+        }
+        return unexpected(contention("store initialize"));
     }
 
     result<std::optional<node>> get(const std::string& p) {
@@ -258,10 +437,29 @@ public:
         return r;
     }
 
-    /// create that tells "exists" apart: rc ZOK or ZNODEEXISTS.
+    /// create that tells "exists" apart: rc ZOK or ZNODEEXISTS. A missing
+    /// parent is the store's state gone (checked_identity says how).
     result<reply> create_or_exists(const std::string& p, const std::string& v, int flags) {
+        auto r = create_raw(p, v, flags);
+        if (!r) return r;
+        if (r->rc == ZNONODE) return unexpected(gone(p.substr(0, p.rfind('/'))));
+        if (r->rc != ZOK && r->rc != ZNODEEXISTS) return unexpected(session::failure(r->rc, true));
+        return r;
+    }
+
+    /// Why a node coord needs (`p`: a kind's parent, the clock) is missing:
+    /// the store's identity gone or changed, or, with the identity in place,
+    /// state_went_back naming it.
+    coord::error gone(const std::string& p) {
+        auto id = checked_identity();
+        if (!id) return id.error();
+        return went_back(p + " is missing (deleted by another client or an operator)");
+    }
+
+    /// create, every rc the caller's to read.
+    result<reply> create_raw(const std::string& p, const std::string& v, int flags) {
         if (auto big = too_large(p.size() + v.size())) return unexpected(*big);
-        auto r = session_.call(
+        return session_.call(
             [&](zhandle_t* zh, const void* data) {
                 return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
                                     [](int rc, const char* path, const Stat* stat, const void* d) {
@@ -276,9 +474,6 @@ public:
                                     data);
             },
             true);
-        if (!r) return r;
-        if (r->rc != ZOK && r->rc != ZNODEEXISTS && r->rc != ZNONODE) return unexpected(session::failure(r->rc, true));
-        return r;
     }
 
     /// delete with a version; rc ZOK, ZNONODE or ZBADVERSION are answers.
@@ -336,7 +531,7 @@ public:
         } else {
             auto r = set(path("clock"), "", -1);
             if (!r) return unexpected(r.error());
-            if (r->rc != ZOK) return unexpected(bad("the clock node is missing"));
+            if (r->rc != ZOK) return unexpected(gone(path("clock")));
             return r->stat.mtime * 1'000'000;
         }
     }
@@ -354,10 +549,44 @@ public:
         else return "0";
     }
 
+    /// The kinds whose records coord counts in their parent's data.
+    static constexpr const char* counted_kinds[] = {"fence", "segment", "reservation", "ledger"};
+
 private:
+    std::int64_t known_czxid() {
+        std::lock_guard lk(mutex_);
+        return known_czxid_;
+    }
+    void adopt(std::int64_t czxid) {
+        std::lock_guard lk(mutex_);
+        if (known_czxid_ == 0) known_czxid_ = czxid;
+    }
+    coord::error went_back(const std::string& what) const {
+        return coord::error(coord::make_error_code(coord::errc::state_went_back),
+                            "the ZooKeeper store at " + url_ + " went back: " + what +
+                                "; nothing that needs its data is answered. Initialize it again stating floors above "
+                                "everything it handed out, and nothing is handed out twice: " + init_words(true));
+    }
+    coord::error uninitialized() const {
+        return coord::error(coord::make_error_code(coord::errc::store_uninitialized),
+                            "the ZooKeeper store at " + url_ + " is not initialized (no " + identity_path() +
+                                "): a root that never served coord is initialized with coordctl store init --store URL "
+                                "--segment-floor 0 --fence-floor 0 --ledger-floor none; one that served coord and lost "
+                                "its nodes must state floors above everything it handed out: " + init_words(false));
+    }
+    static std::string init_words(bool force) {
+        return std::string("coordctl store init --store URL") + (force ? " --force" : "") +
+               " --segment-floor N (at least the largest segment ID it ever handed out) --fence-floor N|now (at least "
+               "the highest fence token it accepted; now: above every lease token it granted) --ledger-floor "
+               "INSTANT|now (slots scheduled up to it are not run again); README: \"When a store goes back\"";
+    }
+
     session session_;
     std::string root_;
     Clock clock_;
+    std::string url_;
+    std::mutex mutex_;
+    std::int64_t known_czxid_ = 0;  // the identity node's creation zxid, once read
 };
 
 }  // namespace coord::zookeeper::detail

@@ -10,6 +10,12 @@
 // errc::contention). A store object remembers the last record and version
 // it read or wrote per key, so a write to a key it knows is 1 round trip
 // (a stale memory costs one more: the refused setData, then the read).
+// A key's first write creates its node in one multi-operation with the
+// count of fence records in ROOT/fence raised, after checking the store's
+// identity and that count (context::absent: 2 round trips more): a record
+// deleted by another client is detected (errc::state_went_back), never
+// started over, and a missing record refuses tokens below the fence floor
+// the store was initialized with.
 #pragma once
 
 #include <map>
@@ -108,6 +114,16 @@ private:
                     k->version = (*n)->stat.version;
                 }
             }
+            // A missing record may be one that was lost: the store's identity
+            // and the count of fence records checked, and the fence floor kept.
+            std::optional<typename detail::context<Clock>::absence> gap;
+            if (k->version < 0) {
+                auto a = ctx_.absent("fence");
+                if (!a) return R(unexpected(write_error{a.error(), 0}));
+                if (token < a->floors.fence)
+                    return R(unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), a->floors.fence}));
+                gap = std::move(*a);
+            }
             record next = k->rec;
             auto ruled = coord::detail::fence_rule::apply(next, token, seq, assign);
             if (!ruled) {
@@ -120,7 +136,7 @@ private:
                 return R(unexpected(ruled.error()));
             }
             const std::string data = encoded(next);
-            auto w = k->version < 0 ? ctx_.create_or_exists(p, data, 0) : ctx_.set(p, data, k->version);
+            auto w = gap ? ctx_.create_counted(*gap, p, data) : ctx_.set(p, data, k->version);
             if (!w) return R(unexpected(write_error{w.error(), 0}));
             if (w->rc == ZOK) {
                 remember(key, next, w->stat.version);

@@ -16,13 +16,19 @@
 // Round trips: claim 3 (read, the ensemble's now, write; 2 when the answer
 // needs no write: replayed, in progress, expired), heartbeat, complete, fail
 // and revoke 3 (2 when refused); each again on a conflict (up to 64 times);
-// read 1; prune 2 + 1 per record + 1 per pruned record (the list and the
-// ensemble's now; each record read, and deleted on its version when due).
+// read 1; prune 2 + 1 per record + 2 per pruned record (the list and the
+// ensemble's now; each record read, and deleted on its version when due,
+// with the count of slots in ROOT/ledger lowered in the same multi-operation).
+// A claim of a slot with no record checks the store's identity and that
+// count first (context::absent, 2 round trips more): a slot record deleted
+// by another client is detected (errc::state_went_back), never run again,
+// and a slot scheduled at or before the ledger floor is expired.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "coord/detail/backoff.hpp"
@@ -39,7 +45,7 @@ public:
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         using rule = coord::detail::ledger_rule;
-        return cas<claim_outcome>(q.key, [&](ledger_record& r, bool, std::int64_t now) -> step<claim_outcome> {
+        return cas<claim_outcome>(q.key, &q, [&](ledger_record& r, bool, std::int64_t now) -> step<claim_outcome> {
             if (rule::too_old(q, now)) return {rule::expired(), false};
             auto c = rule::claim(r, q, now);
             if (!c) return {unexpected(c.error()), false};
@@ -49,7 +55,7 @@ public:
     }
 
     result<void> ledger_heartbeat(std::string_view key, fence_token fence, std::chrono::nanoseconds ttl) {
-        return cas<void>(key, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
+        return cas<void>(key, nullptr, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
             auto h = coord::detail::ledger_rule::heartbeat(exists ? &r : nullptr, fence, ttl.count(), now);
             const bool ok = h.has_value();
             return {std::move(h), ok};
@@ -58,7 +64,7 @@ public:
 
     result<void> ledger_complete(std::string_view key, fence_token fence, std::string_view result_text,
                                  std::chrono::nanoseconds retain_until) {
-        return cas<void>(key, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
+        return cas<void>(key, nullptr, [&](ledger_record& r, bool exists, std::int64_t now) -> step<void> {
             auto c = coord::detail::ledger_rule::complete(exists ? &r : nullptr, fence, result_text, now, retain_until.count());
             const bool ok = c.has_value();
             return {std::move(c), ok};
@@ -66,7 +72,7 @@ public:
     }
 
     result<void> ledger_fail(std::string_view key, fence_token fence, std::string_view reason) {
-        return cas<void>(key, [&](ledger_record& r, bool exists, std::int64_t) -> step<void> {
+        return cas<void>(key, nullptr, [&](ledger_record& r, bool exists, std::int64_t) -> step<void> {
             auto f = coord::detail::ledger_rule::fail(exists ? &r : nullptr, fence, reason);
             const bool ok = f.has_value();
             return {std::move(f), ok};
@@ -74,7 +80,7 @@ public:
     }
 
     result<fence_token> ledger_revoke(std::string_view key, std::string_view reason) {
-        return cas<fence_token>(key, [&](ledger_record& r, bool exists, std::int64_t) -> step<fence_token> {
+        return cas<fence_token>(key, nullptr, [&](ledger_record& r, bool exists, std::int64_t) -> step<fence_token> {
             auto v = coord::detail::ledger_rule::revoke(exists ? &r : nullptr, reason);
             const bool ok = v.has_value();
             return {std::move(v), ok};
@@ -99,7 +105,7 @@ public:
             auto k = read(p);
             if (!k) return unexpected(k.error());
             if (k->version < 0 || !coord::detail::ledger_rule::prunable(k->rec, *now)) continue;
-            auto d = ctx_.del(p, k->version);  // refused if it changed since the read
+            auto d = ctx_.delete_counted("ledger", p, k->version);  // refused if it changed since the read
             if (!d) return unexpected(d.error());
             if (d->rc == ZOK) ++removed;
         }
@@ -118,8 +124,11 @@ private:
     };
 
     // Read, the ensemble's now, rule, conditional write; again on a conflict.
+    // A missing record may be one that was lost: a write that creates it
+    // checks the store's identity and the count of slots first, and a claim
+    // of a slot scheduled at or before the ledger floor is expired.
     template <class T, class Rule>
-    result<T> cas(std::string_view key, Rule&& rule) {
+    result<T> cas(std::string_view key, const ledger_claim_request* claim, Rule&& rule) {
         const std::string p = ctx_.path("ledger", key);
         using R = result<T>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
@@ -128,11 +137,26 @@ private:
             auto now = ctx_.now_ns();
             if (!now) return R(unexpected(now.error()));
             const bool exists = k->version >= 0;
-            if (!exists) k->rec.key = std::string(key);
+            std::optional<typename detail::context<Clock>::absence> gap;
+            if (!exists) {
+                k->rec.key = std::string(key);
+                if (claim) {
+                    auto a = ctx_.absent("ledger");
+                    if (!a) return R(unexpected(a.error()));
+                    if constexpr (std::is_same_v<T, claim_outcome>)
+                        if (claim->scheduled.count() <= a->floors.ledger_ms) return R(coord::detail::ledger_rule::expired());
+                    gap = std::move(*a);
+                }
+            }
             auto s = rule(k->rec, exists, *now);
             if (!s.write) return R(std::move(s.answer));
+            if (!exists && !gap) {
+                auto a = ctx_.absent("ledger");
+                if (!a) return R(unexpected(a.error()));
+                gap = std::move(*a);
+            }
             const std::string data = encode(k->rec);
-            auto w = exists ? ctx_.set(p, data, k->version) : ctx_.create_or_exists(p, data, 0);
+            auto w = exists ? ctx_.set(p, data, k->version) : ctx_.create_counted(*gap, p, data);
             if (!w) return R(unexpected(w.error()));
             if (w->rc == ZOK) return R(std::move(s.answer));
             // ZBADVERSION, ZNODEEXISTS, ZNONODE: someone wrote in between.

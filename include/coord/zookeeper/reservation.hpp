@@ -5,10 +5,13 @@
 // ROOT/reservation/KEY holds the highest token and the reservation; the rule
 // of coord/rules/reservation.hpp is applied to what was read and written
 // with a conditional setData on its version (or create), read and ruled
-// again on a conflict (up to 64 times). 2 round trips.
+// again on a conflict (up to 64 times). 2 round trips; a key's first
+// reservation 4 (context::absent: the store's identity and the count of
+// records checked, the reservation floor kept).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,7 @@ public:
             if (!n) return R(unexpected(write_error{n.error(), 0}));
             coord::detail::reservation_rule::record rec;
             int version = -1;
+            std::optional<typename detail::context<Clock>::absence> gap;
             if (*n) {
                 auto f = detail::decode((*n)->data, 2);
                 auto h = f ? detail::u64((*f)[0]) : std::nullopt;
@@ -40,11 +44,16 @@ public:
                 rec.highest = *h;
                 rec.until_ms = *u;
                 version = (*n)->stat.version;
+            } else {  // a new key, or one whose record was lost: the floor, after the checks
+                auto a = ctx_.absent("reservation");
+                if (!a) return R(unexpected(write_error{a.error(), 0}));
+                rec.until_ms = a->floors.reservation_ms;
+                gap = std::move(*a);
             }
             auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
             if (!ruled) return R(unexpected(ruled.error()));
             const std::string data = detail::encode({std::to_string(rec.highest), std::to_string(rec.until_ms)});
-            auto w = version < 0 ? ctx_.create_or_exists(p, data, 0) : ctx_.set(p, data, version);
+            auto w = gap ? ctx_.create_counted(*gap, p, data) : ctx_.set(p, data, version);
             if (!w) return R(unexpected(write_error{w.error(), 0}));
             if (w->rc == ZOK) return R(*ruled);
             return std::nullopt;

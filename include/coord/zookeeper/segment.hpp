@@ -7,10 +7,14 @@
 // time); the ensemble refuses the write if another allocator got in between,
 // and it is read again (up to 64 times, then errc::contention). 2 round
 // trips; ranges never overlap, across processes, machines, server restarts
-// and leader elections.
+// and leader elections. A tag's first range (4 round trips) checks the
+// store's identity and the count of counters in ROOT/segment and starts
+// above the segment floor (context::absent): a counter deleted by another
+// client is detected (errc::state_went_back), never started over.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,15 +38,21 @@ public:
             if (!n) return R(unexpected(n.error()));
             std::uint64_t used = 0;
             int version = -1;
+            std::optional<typename detail::context<Clock>::absence> gap;
             if (*n) {
                 auto v = detail::u64((*n)->data);
                 if (!v) return R(unexpected(detail::corrupt(p, "a segment counter is not a number")));
                 used = *v;
                 version = (*n)->stat.version;
+            } else {  // a new tag, or one whose counter was lost: the floor, after the checks
+                auto a = ctx_.absent("segment");
+                if (!a) return R(unexpected(a.error()));
+                used = a->floors.segment;
+                gap = std::move(*a);
             }
             if (step > segment_id_limit - 1 - used) return R(unexpected(coord::make_error_code(coord::errc::range_exhausted)));
             const std::uint64_t last = used + step;
-            auto w = version < 0 ? ctx_.create_or_exists(p, std::to_string(last), 0) : ctx_.set(p, std::to_string(last), version);
+            auto w = gap ? ctx_.create_counted(*gap, p, std::to_string(last)) : ctx_.set(p, std::to_string(last), version);
             if (!w) return R(unexpected(w.error()));
             if (w->rc == ZOK) return R(segment_range{used + 1, last + 1});
             return std::nullopt;

@@ -18,16 +18,19 @@
 // server) and the waiting acquire.
 //
 //   coord::zookeeper::store store{"zookeeper://zk1:2181,zk2:2181,zk3:2181/coord"};
+//   store.initialize({});  // once, for a root that never served coord (coordctl store init)
 //   coord::basic_lease_manager leases{store};                  // outlives the process, for its TTL
 //   coord::basic_lease_manager mine{store.session_bound()};    // lasts as long as this session
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "coord/detail/options.hpp"
 #include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/zookeeper/connection.hpp"
 #include "coord/zookeeper/context.hpp"
 #include "coord/zookeeper/fence.hpp"
@@ -53,13 +56,43 @@ class basic_store : public coord::detail::engine_store<detail::context<Clock>,
     using base::engine;
 
 public:
-    /// Opens a session and creates the root's nodes when missing. Throws
-    /// std::invalid_argument when `url` is malformed (parse_url) or an option
-    /// is out of range; store_error when no session could be established.
+    /// Opens a session and reads the store's identity (none yet: initialize()
+    /// makes it; until then what needs the store's data is refused with
+    /// errc::store_uninitialized). Creates nothing: a root deleted by another
+    /// client is never silently made again. Throws std::invalid_argument when
+    /// `url` is malformed (parse_url) or an option is out of range;
+    /// store_error when no session could be established.
     explicit basic_store(const std::string& url, Clock clock = Clock{}, options opts = {})
         : base(url, std::move(clock), std::move(opts)), session_leases_(engine()), url_(url) {
-        if (auto t = engine().ensure_tree(); !t)
-            throw store_error(t.error(), "coord: ZooKeeper at " + url + ": " + t.error().detail());
+        if (auto id = engine().checked_identity(); !id && id.error() != coord::errc::store_uninitialized)
+            throw store_error(id.error(), "coord: ZooKeeper at " + url + ": " + id.error().detail());
+    }
+
+    /// Initializes the store: creates its root and nodes where missing and
+    /// writes its identity node with the floors `f` states (a new one when
+    /// `replace`), all in one multi-operation. Where a record is missing
+    /// (never written, or deleted by another client) a segment tag
+    /// continues above the segment floor, a fence refuses tokens below the
+    /// fence floor (fence_now: the zxid of this initialization, above every
+    /// lease token granted before), a slot scheduled at or before the
+    /// ledger floor is not run again, and a time reservation starts at the
+    /// reservation floor; a root that never served coord takes zeros.
+    /// Refused with errc::store_already_initialized when the store has an
+    /// identity, unless `replace`: then every process that opened the store
+    /// before is refused (store_identity_changed) until it reopens. Cost:
+    /// one create per missing node, then 7 round trips. Returns the new
+    /// identity. Throws std::invalid_argument for a segment floor above 2^63-2.
+    result<std::string> initialize(const initial_floors& f, bool replace = false) {
+        if (f.segment > 0x7ffffffffffffffeull) throw std::invalid_argument("coord::zookeeper: the segment floor must be below 2^63-1");
+        return engine().initialize(f, replace);
+    }
+
+    /// The store's identity on the ensemble now (empty: not initialized).
+    result<std::string> server_identity() {
+        auto n = engine().get(engine().identity_path());
+        if (!n) return unexpected(n.error());
+        if (!*n) return std::string();
+        return (*n)->data.substr(0, 32);
     }
 
     /// Leases bound to this store object's session (a lease_store).
