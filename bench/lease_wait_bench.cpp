@@ -75,7 +75,7 @@ std::filesystem::path db_path(const char* name) {
     return std::filesystem::temp_directory_path() / file;
 }
 void remove_db(const std::filesystem::path& p) {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p.string() + suffix);
+    for (const char* suffix : {"", "-wal", "-shm", "-coord"}) std::filesystem::remove(p.string() + suffix);
 }
 
 struct memory_maker {

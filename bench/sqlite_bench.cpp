@@ -79,6 +79,7 @@ std::string key_of(std::int64_t i, std::int64_t keys, bool any) {
 void sqlite_fence_write(benchmark::State& state, bool any) {
     const auto path = scratch("fence" + std::to_string(state.range(0)) + ".db");
     fs::remove(path);
+    fs::remove(path.string() + "-coord");  // a fresh database: its generation record too
     { coord::sqlite::store create{path}; }
     prefill_sqlite(path, state.range(0));
     auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
@@ -130,6 +131,7 @@ BENCHMARK(BM_Memory_FenceWrite)->Arg(10)->Arg(10'000)->Arg(1'000'000)->UseRealTi
 void BM_Sqlite_FenceWriteDurable(benchmark::State& state) {
     const auto path = scratch("durable.db");
     fs::remove(path);
+    fs::remove(path.string() + "-coord");  // a fresh database: its generation record too
     auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string());
     coord::basic_keyed_fenced_resource res{store};
     coord::fence_token token = 1;
@@ -145,6 +147,7 @@ BENCHMARK(BM_Sqlite_FenceWriteDurable)->UseRealTime();
 void BM_Sqlite_ElectionHandover(benchmark::State& state) {
     const auto path = scratch("election.db");
     fs::remove(path);
+    fs::remove(path.string() + "-coord");  // a fresh database: its generation record too
     auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
     coord::bench::election_handover(state, store, "election-");
 }
@@ -158,6 +161,7 @@ public:
     transaction_floor() {
         const auto path = scratch("floor.db");
         fs::remove(path);
+        fs::remove(path.string() + "-coord");  // a fresh database: its generation record too
         { coord::sqlite::store create{path}; }
         must(sqlite3_open(path.c_str(), &db_), db_);
         must(sqlite3_exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; CREATE TABLE app_effects (slot TEXT NOT NULL)",
@@ -218,6 +222,7 @@ private:
 void BM_Sqlite_LedgerRunOnce(benchmark::State& state) {
     const auto path = scratch("ledger.db");
     fs::remove(path);
+    fs::remove(path.string() + "-coord");  // a fresh database: its generation record too
     auto store = coord::open_store<coord::sqlite::store>("sqlite:" + path.string() + "?sync=off");
     {
         sqlite3* db = nullptr;

@@ -20,6 +20,6 @@ int main() {
         auto l = leases.acquire("job", "me", std::chrono::seconds{5});
         if (!l || !res.write("k", l->token, "v") || res.write("k", l->token - 1, "old")) rc = 1;
     }
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+    for (const char* suffix : {"", "-wal", "-shm", "-coord"}) std::filesystem::remove(path.string() + suffix);
     return rc;
 }

@@ -263,20 +263,66 @@ TEST(Sqlite, TheEffectCommitsInTheApplicationsOwnTableWithTheMarker) {
     EXPECT_EQ(query_one(path, "SELECT count(*) FROM orders"), "1");
 }
 
-// A lease token rests on the database's counter and on the clock: a grant's
-// token is at least the clock's microseconds, so a database file put back
-// from an older copy never hands out a token again (the clock did not go back).
-TEST(Sqlite, ADatabaseReplacedByAnOlderCopyNeverHandsOutALeaseTokenAgain) {
+// A database put back from an older copy, or deleted and made again, is
+// refused when a store opens it (state_went_back): its count of write
+// transactions is below the one recorded beside it (PATH-coord), or its
+// identity is not the recorded one. Nothing from the older state is served:
+// not the fence that accepted 100 and then 200, not the segment range, not
+// the done slot.
+TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedWhenOpened) {
     scratch_dir dir;
     const fs::path db = dir / "coord.db";
     const fs::path old = dir / "old.db";
+    coord::ledger_claim_request q;
+    q.key = "job@1";
+    q.scheduled = 1'700'000'000'000ms;
+    q.worker = "w";
+    q.lease_ttl = 30s;
+    q.replay_window = std::chrono::hours(24 * 365 * 100);
+    {
+        coord::sqlite::store store{db.string()};
+        ASSERT_TRUE(store.fence_write("f", 100, "at 100"));
+    }
+    fs::copy_file(db, old);  // the store is closed: no WAL left beside it
+    {
+        coord::sqlite::store store{db.string()};
+        ASSERT_TRUE(store.fence_write("f", 200, "at 200"));
+        ASSERT_TRUE(store.segment_allocate("ids", 10));
+        auto c = store.ledger_claim(q);
+        ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
+        ASSERT_TRUE(store.ledger_complete(q.key, c->fence, "done", 24h));
+    }
+    const auto put_back = [&](const fs::path& from) {
+        fs::copy_file(from, db, fs::copy_options::overwrite_existing);
+        for (const char* side : {"-wal", "-shm"}) fs::remove(dir / (std::string("coord.db") + side));
+    };
+    put_back(old);
+    auto e = open_error([&] { coord::sqlite::store s{db}; });
+    EXPECT_EQ(e.code(), coord::errc::state_went_back) << e.what();
+    EXPECT_NE(std::string(e.what()).find("older copy"), std::string::npos) << e.what();
+    // Still refused the second time: opening changed nothing.
+    EXPECT_EQ(open_error([&] { coord::sqlite::store s{db}; }).code(), coord::errc::state_went_back);
+
+    fs::remove(db);  // deleted: a new database would be made at the path
+    auto d = open_error([&] { coord::sqlite::store s{db}; });
+    EXPECT_EQ(d.code(), coord::errc::state_went_back) << d.what();
+    EXPECT_NE(std::string(d.what()).find("identity"), std::string::npos) << d.what();
+}
+
+// What stays undetectable: the database and its record beside it restored
+// together (the old store as it was). A lease token still never goes back:
+// a grant's token is at least the clock's microseconds.
+TEST(Sqlite, ADatabaseRestoredWithItsRecordStillNeverHandsOutALeaseTokenAgain) {
+    scratch_dir dir;
+    const fs::path db = dir / "coord.db";
     {
         coord::sqlite::store store{db.string()};
         auto a = store.lease_acquire("n", "A", 1h);
         ASSERT_TRUE(a);
         ASSERT_TRUE(store.lease_release("n", "A", a->token));
     }
-    fs::copy_file(db, old);  // the store is closed: no WAL left beside it
+    fs::copy_file(db, dir / "old.db");
+    fs::copy_file(dir / "coord.db-coord", dir / "old.db-coord");
     coord::fence_token highest = 0;
     {
         coord::sqlite::store store{db.string()};
@@ -287,7 +333,8 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyNeverHandsOutALeaseTokenAgain) {
             ASSERT_TRUE(store.lease_release("n", "B", b->token));
         }
     }
-    fs::copy_file(old, db, fs::copy_options::overwrite_existing);
+    fs::copy_file(dir / "old.db", db, fs::copy_options::overwrite_existing);
+    fs::copy_file(dir / "old.db-coord", dir / "coord.db-coord", fs::copy_options::overwrite_existing);
     for (const char* side : {"-wal", "-shm"}) fs::remove(dir / (std::string("coord.db") + side));
     coord::sqlite::store store{db.string()};
     auto c = store.lease_acquire("n", "C", 1h);

@@ -10,6 +10,20 @@
 // (a timed mutex over the connection) and across processes (SQLite's busy
 // handler). Every error carries SQLite's own words and the file's path in
 // the error value (coord::error::detail()).
+//
+// Going back. The database counts its write transactions (coord_store's
+// generation, raised inside each one) and every store object records the
+// count it committed in a small file beside the database, PATH-coord (with
+// the database's identity, a random value written when it was created). A
+// store opened on a database whose identity is not the recorded one (the
+// file deleted and made again) or whose generation is below the recorded
+// one (an older copy put back), and a write that finds the generation below
+// what this object committed before, is refused with
+// errc::state_went_back: nothing from the older state is handed out. Not
+// detectable: the database and PATH-coord deleted or restored together (a
+// new store, or the old one as it was); PATH-coord may lag the database by
+// the last writes of processes committing at the same instant (each records
+// its own count, without a lock: never ahead of the database).
 #pragma once
 
 // Marks that a store header is in (tests/layering_test.cpp checks that no
@@ -18,8 +32,13 @@
 #define COORD_STORE_HEADER_INCLUDED 1
 #endif
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -289,6 +308,16 @@ public:
                 return;
             }
             open_ = true;
+            if (writes && d.counting_) {
+                auto g = d.next_generation();
+                if (!g) {
+                    error_ = g.error();
+                    (void)d.exec_raw("ROLLBACK");
+                    open_ = false;
+                    return;
+                }
+                generation_ = *g;
+            }
         }
         transaction(const transaction&) = delete;
         transaction& operator=(const transaction&) = delete;
@@ -329,6 +358,7 @@ public:
             const int rc = d_.exec_raw("COMMIT");
             if (rc == SQLITE_OK) {
                 open_ = false;
+                if (generation_ != 0) d_.committed(generation_);
                 return {};
             }
             auto e = error(rc);
@@ -350,8 +380,61 @@ public:
         bool writes_;
         bool locked_ = false;
         bool open_ = false;
+        std::uint64_t generation_ = 0;  // this write's, once counted
         std::optional<coord::error> error_;
     };
+
+    /// Starts counting write transactions against the record beside the
+    /// file (PATH-coord, made when missing): refused with
+    /// errc::state_went_back when the database is not the one recorded
+    /// there or is older. Called once, by the store's constructor (before
+    /// any other thread can reach the connection), after the schema has
+    /// coord_store.
+    result<void> watch_generations() {
+        auto st = prepare("SELECT identity, generation FROM coord_store WHERE id = 1");
+        if (!st) return unexpected(st.error());
+        if ((*st)->step() != SQLITE_ROW) {
+            (*st)->reset();
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           path_.string() + ": the coord_store row is missing"));
+        }
+        const std::string identity((*st)->text(0));
+        const std::uint64_t generation = (*st)->u64(1);
+        (*st)->reset();
+        const std::string side = path_.string() + "-coord";
+        side_fd_ = ::open(side.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (side_fd_ < 0) return unexpected(coord::error(std::error_code(errno, std::system_category()), side));
+        while (::flock(side_fd_, LOCK_EX) != 0)
+            if (errno != EINTR) return unexpected(coord::error(std::error_code(errno, std::system_category()), side));
+        auto unlock = [&] { (void)::flock(side_fd_, LOCK_UN); };
+        char buf[side_size + 1] = {};
+        const ssize_t n = ::pread(side_fd_, buf, side_size, 0);
+        if (n == 0) {  // a database coord never recorded: record it now
+            const std::string text = side_text(identity, generation);
+            const bool ok = ::pwrite(side_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
+            unlock();
+            if (!ok) return unexpected(coord::error(std::error_code(errno, std::system_category()), side));
+            seen_ = generation;
+            counting_ = true;
+            return {};
+        }
+        unlock();
+        auto recorded = parse_side(std::string_view(buf, n < 0 ? 0 : static_cast<std::size_t>(n)));
+        if (!recorded)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           side + ": not coord's record of the database's generation"));
+        if (recorded->first != identity)
+            return unexpected(went_back("it is not the database coord last wrote there (its identity is " + identity +
+                                        ", " + side + " records " + recorded->first +
+                                        "): the file was deleted or replaced, and made again"));
+        if (generation < recorded->second)
+            return unexpected(went_back("its generation is " + std::to_string(generation) + ", below the " +
+                                        std::to_string(recorded->second) + " recorded in " + side +
+                                        ": an older copy of the database was put back"));
+        seen_ = generation;
+        counting_ = true;
+        return {};
+    }
 
     /// Runs a statement with no parameters (a pragma, BEGIN, a migration's SQL).
     int exec_raw(const char* sql) noexcept { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
@@ -367,6 +450,68 @@ private:
         statements_.clear();
         if (db_) sqlite3_close_v2(db_);
         db_ = nullptr;
+        if (side_fd_ >= 0) ::close(side_fd_);
+        side_fd_ = -1;
+    }
+
+    // PATH-coord: "coord-sqlite 1 <identity: 32 hex digits> <generation: 20 digits>\n".
+    static constexpr std::size_t side_size = 13 + 2 + 32 + 1 + 20 + 1;
+    static constexpr std::size_t side_generation_at = 13 + 2 + 32 + 1;
+    static std::string side_text(const std::string& identity, std::uint64_t generation) {
+        return "coord-sqlite 1 " + identity + " " + digits(generation) + "\n";
+    }
+    static std::string digits(std::uint64_t v) {
+        std::string g = std::to_string(v);
+        g.insert(0, 20 - g.size(), '0');
+        return g;
+    }
+    static std::optional<std::pair<std::string, std::uint64_t>> parse_side(std::string_view t) {
+        if (t.size() != side_size || t.substr(0, 15) != "coord-sqlite 1 " || t[side_generation_at - 1] != ' ' ||
+            t.back() != '\n')
+            return std::nullopt;
+        std::uint64_t g = 0;
+        const char* b = t.data() + side_generation_at;
+        auto [p, ec] = std::from_chars(b, b + 20, g);
+        if (ec != std::errc{} || p != b + 20) return std::nullopt;
+        return std::pair{std::string(t.substr(15, 32)), g};
+    }
+    coord::error went_back(const std::string& what) const {
+        return coord::error(coord::make_error_code(coord::errc::state_went_back),
+                            "coord SQLite store " + path_.string() + " went back: " + what +
+                                "; nothing is answered from it. Put back the newest copy of the database (with its "
+                                "-wal file) if there is one; README: \"When a store goes back\"");
+    }
+
+    // Inside a write transaction: the database's count of write
+    // transactions raised; refused when it was below what this object
+    // committed before (the file went back under it).
+    result<std::uint64_t> next_generation() {
+        auto up = prepare("UPDATE coord_store SET generation = generation + 1 WHERE id = 1");
+        if (!up) return unexpected(up.error());
+        const int urc = (*up)->step();
+        (*up)->reset();
+        if (urc != SQLITE_DONE) return unexpected(detail::error_of(urc, db_, path_.string()));
+        auto st = prepare("SELECT generation FROM coord_store WHERE id = 1");
+        if (!st) return unexpected(st.error());
+        const int rc = (*st)->step();
+        if (rc != SQLITE_ROW) {
+            (*st)->reset();
+            return unexpected(detail::error_of(rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, db_, path_.string()));
+        }
+        const std::uint64_t g = (*st)->u64(0);
+        (*st)->reset();
+        if (g <= seen_)
+            return unexpected(went_back("its generation is " + std::to_string(g - 1) + ", below the " +
+                                        std::to_string(seen_) + " this process committed"));
+        return g;
+    }
+    // After a commit: the count recorded beside the file (no lock: a
+    // concurrent writer's larger count may be overwritten by this smaller
+    // one, never the other way round beyond what the database holds).
+    void committed(std::uint64_t g) noexcept {
+        seen_ = g;
+        const std::string d = digits(g);
+        (void)!::pwrite(side_fd_, d.data(), d.size(), static_cast<off_t>(side_generation_at));
     }
 
     result<detail::statement*> prepare(const char* sql) {
@@ -382,6 +527,9 @@ private:
     std::filesystem::path path_;
     options opts_;
     sqlite3* db_ = nullptr;
+    int side_fd_ = -1;
+    bool counting_ = false;   // write transactions raise coord_store's generation
+    std::uint64_t seen_ = 0;  // the largest generation this object read or committed
     detail::timed_lock mutex_;
     std::unordered_map<std::string, std::unique_ptr<detail::statement>> statements_;
 };

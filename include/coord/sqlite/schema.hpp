@@ -55,6 +55,11 @@ CREATE TABLE coord_lease_queue (name TEXT PRIMARY KEY, last_ticket INTEGER NOT N
 CREATE TABLE coord_lease_waiter (name TEXT NOT NULL, ticket INTEGER NOT NULL, who TEXT NOT NULL,
   until_ns INTEGER NOT NULL, PRIMARY KEY (name, ticket)) WITHOUT ROWID;
 )SQL"},
+        {3, "the store's identity and its count of write transactions (connection.hpp, \"Going back\")", R"SQL(
+CREATE TABLE coord_store (id INTEGER PRIMARY KEY CHECK (id = 1), identity TEXT NOT NULL,
+  generation INTEGER NOT NULL);
+INSERT INTO coord_store VALUES (1, lower(hex(randomblob(16))), 0);
+)SQL"},
     };
     return all;
 }

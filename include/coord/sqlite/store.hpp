@@ -64,10 +64,14 @@ public:
     /// this library's version. Throws std::invalid_argument for an option
     /// out of range; store_error naming the file when it is not a regular
     /// file, has other hard links, is not a database, is corrupt, cannot be
-    /// written, or its schema is newer. Nothing is ever reset.
+    /// written, or its schema is newer; store_error with
+    /// coord::errc::state_went_back when it is not the database coord last
+    /// wrote at this path, or an older copy of it (connection.hpp, "Going
+    /// back"). Nothing is ever reset.
     explicit basic_store(const std::filesystem::path& path, Clock clock = Clock{}, options opts = {})
         : base(path, std::move(clock), opts) {
         if (auto m = migrate(engine().db()); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
+        if (auto w = engine().db().watch_generations(); !w) throw store_error(w.error(), w.error().detail());
     }
 
     /// The database file's path, resolved.
