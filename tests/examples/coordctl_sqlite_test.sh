@@ -68,5 +68,17 @@ expect 3 "held by B" -- lease acquire --store "sqlite:$dir/wq.db" --name q --own
 expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait 0s
 expect 2 "" -- lease acquire --store "sqlite:$dir/wq.db" --name q --owner C --ttl 600000 --wait soon
 
+# A database put back from an older copy (cp, between invocations): refused
+# (exit 1, naming what went back and what to do), never served: the fence that
+# accepted 9 does not accept 6, the segment range is not handed out again.
+expect 0 "accepted" -- fence write --store "sqlite:$dir/back.db" --key k --token 5 --value v
+cp "$dir/back.db" "$dir/back-old.db"
+expect 0 "accepted" -- fence write --store "sqlite:$dir/back.db" --key k --token 9 --value v
+expect 0 $'1\n2\n3' -- segment next --store "sqlite:$dir/back.db" --tag t -n 3
+cp "$dir/back-old.db" "$dir/back.db"; rm -f "$dir/back.db-wal" "$dir/back.db-shm"
+expect 1 "" -- fence write --store "sqlite:$dir/back.db" --key k --token 6 --value late
+grep -q "went back.*older copy.*newest copy" "$err" || fail "the refusal does not say what went back: $(cat "$err")"
+expect 1 "" -- segment next --store "sqlite:$dir/back.db" --tag t -n 3
+
 if [ "$failures" -ne 0 ]; then echo "$failures coordctl sqlite check(s) failed"; exit 1; fi
 echo "coordctl sqlite: all checks passed"

@@ -391,16 +391,10 @@ public:
     /// any other thread can reach the connection), after the schema has
     /// coord_store.
     result<void> watch_generations() {
-        auto st = prepare("SELECT identity, generation FROM coord_store WHERE id = 1");
-        if (!st) return unexpected(st.error());
-        if ((*st)->step() != SQLITE_ROW) {
-            (*st)->reset();
-            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
-                                           path_.string() + ": the coord_store row is missing"));
-        }
-        const std::string identity((*st)->text(0));
-        const std::uint64_t generation = (*st)->u64(1);
-        (*st)->reset();
+        // The record first, then the database: the record is written after
+        // each commit, so a database read after it is never below it unless
+        // the database went back (read the other way round, a commit of
+        // another process in between would look like a rollback).
         const std::string side = path_.string() + "-coord";
         side_fd_ = ::open(side.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (side_fd_ < 0) return unexpected(coord::error(std::error_code(errno, std::system_category()), side));
@@ -409,6 +403,20 @@ public:
         auto unlock = [&] { (void)::flock(side_fd_, LOCK_UN); };
         char buf[side_size + 1] = {};
         const ssize_t n = ::pread(side_fd_, buf, side_size, 0);
+        auto st = prepare("SELECT identity, generation FROM coord_store WHERE id = 1");
+        if (!st) {
+            unlock();
+            return unexpected(st.error());
+        }
+        if ((*st)->step() != SQLITE_ROW) {
+            (*st)->reset();
+            unlock();
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           path_.string() + ": the coord_store row is missing"));
+        }
+        const std::string identity((*st)->text(0));
+        const std::uint64_t generation = (*st)->u64(1);
+        (*st)->reset();
         if (n == 0) {  // a database coord never recorded: record it now
             const std::string text = side_text(identity, generation);
             const bool ok = ::pwrite(side_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
