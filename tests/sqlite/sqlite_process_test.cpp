@@ -163,7 +163,10 @@ TEST(SqliteProcess, RacingFenceWritesKeepTheLargestTokenAcrossKills) {
 
 // Each holder runs a critical section that loses an update if two holders
 // ever overlap: it reads a counter and writes it back plus one under its
-// token. Overlapping holders would both read n and both write n + 1.
+// token. Overlapping holders would both read n and both write n + 1. The
+// term (1 s) outlasts a section even when a commit's fsync waits on a loaded
+// disk (CI's ASan run once saw a section pass 300 ms: the term ended, the
+// next holder took the lease and the fence rightly refused the old one).
 TEST(SqliteProcess, LeaseHoldersAreExclusiveWithEverLargerTokensAcrossKills) {
     scratch_dir dir;
     const auto path = dir / "coord.db";
@@ -180,7 +183,7 @@ TEST(SqliteProcess, LeaseHoldersAreExclusiveWithEverLargerTokensAcrossKills) {
                 coord::basic_keyed_fenced_resource counter{store};
                 const std::string me = "p" + std::to_string(id);
                 for (int i = 0; i < 60; ++i) {
-                    auto l = leases.acquire("primary", me, 300ms);
+                    auto l = leases.acquire("primary", me, 1s);
                     if (!l) {
                         if (l.error() != coord::errc::lease_held) return 2;
                         std::this_thread::sleep_for(1ms);
