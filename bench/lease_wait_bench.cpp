@@ -115,6 +115,9 @@ struct postgres_maker {
         const char* c = std::getenv("COORD_PG_CONNINFO");
         if (!c || !*c) throw std::runtime_error("COORD_PG_CONNINFO is not set");
         auto s = std::make_unique<store>(c);
+        // Initialized as a new store unless it is one already.
+        if (auto r = s->initialize({}); !r && r.error() != coord::errc::store_already_initialized)
+            throw std::runtime_error("store init: " + r.error().message());
         // A fresh name each run: no waiters left from an earlier one.
         return s;
     }

@@ -57,8 +57,19 @@ void must(PGconn* c, PGresult* r) {
     PQclear(r);
 }
 
+// Initialized as a new store (store init, zero floors) unless it is one already.
+void initialized(coord::postgres::store& s) {
+    auto r = s.initialize({});
+    if (!r && r.error() != coord::errc::store_already_initialized) {
+        std::fprintf(stderr, "postgres_bench: store init: %s\n", r.error().message().c_str());
+        std::exit(1);
+    }
+}
+
 coord::postgres::store& store() {
     static coord::postgres::store s = coord::open_store<coord::postgres::store>("postgres:" + conninfo());
+    static const bool init = (initialized(s), true);
+    (void)init;
     return s;
 }
 
@@ -164,6 +175,7 @@ void BM_Pg_FenceWriteKeys(benchmark::State& state) {
     must(c, PQexec(c, ("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema).c_str()));
     const std::string conninfo = coninfo_with_schema(schema);
     auto s = coord::open_store<coord::postgres::store>("postgres:" + conninfo);
+    initialized(s);
     must(c, PQexec(c, ("INSERT INTO " + schema + ".coord_fence (key, highest, written, value) SELECT 'filler' || g, 1, true, "
                        "'value-of-a-typical-size-0123456789' FROM generate_series(0, " + std::to_string(state.range(0) - 1) + ") g").c_str()));
     must(c, PQexec(c, ("ANALYZE " + schema + ".coord_fence").c_str()));

@@ -25,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 case "$store" in file) store="file:$work/store" ;; esac
 id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/croni$id" ;; esac
-init_store  # redis: once (refused when done already: fine); zookeeper: this run's root
+init_store  # postgres, redis: once (refused when done already: fine); zookeeper: this run's root
 every=(--store "$store" --cron "* * * * * *" --tz UTC --lease-ttl 1500)
 
 # --- one worker name, two instances ------------------------------------------

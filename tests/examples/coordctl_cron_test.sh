@@ -39,7 +39,7 @@ esac
 
 id="$(date +%s%N | tail -c 9)$$"
 case "$store" in zookeeper://*) store="$store/cron$id" ;; esac  # a root of this run's own
-init_store  # redis: once (refused when done already: fine); zookeeper: this run's root
+init_store  # postgres, redis: once (refused when done already: fine); zookeeper: this run's root
 job_a="cronA$id"
 job_b="cronB$id"
 [ -n "$store_a" ] || store_a="$store"

@@ -16,7 +16,7 @@ err="$dir/err"
 [ "$store" = file ] && store="file:$dir/state.json"
 [ "$store" = sqlite ] && store="sqlite:$dir/state.db"
 . "$(dirname "$0")/coordctl_lib.sh"
-init_store  # a store that needs it (Redis, ZooKeeper) initialized once
+init_store  # a store that needs it (PostgreSQL, Redis, ZooKeeper) initialized once
 name="elect-$$-$RANDOM"
 
 expect 0 "none" -- leader --store "$store" --name "$name"

@@ -23,7 +23,7 @@ err="$dir/err"
 [ "$store" = file ] && store="file:$dir/state.json"
 [ "$store" = sqlite ] && store="sqlite:$dir/state.db"
 . "$(dirname "$0")/coordctl_lib.sh"
-init_store  # a store that needs it (Redis, ZooKeeper) initialized once
+init_store  # a store that needs it (PostgreSQL, Redis, ZooKeeper) initialized once
 run="hold-$$-$RANDOM"
 # The short term of scenario 4, and how long its holder stays stopped: etcd
 # counts whole seconds (2 s at least; a term of T is granted as T + 0.25 s

@@ -11,6 +11,34 @@ run="r$$"
 err=/tmp/coordctl_pg_stderr.$$
 # shellcheck source=tests/examples/coordctl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
+# A schema of its own: before `store init`, nothing that needs the store's
+# records is answered (exit 1, naming the step) and opening makes no store;
+# init without floors is a usage error (2); once initialized, init again is
+# refused (3).
+schema="coordctl_$$"
+psql -q -d "$2" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $schema CASCADE; CREATE SCHEMA $schema" \
+  || fail "psql could not make schema $schema"
+own="postgres:$2 options='-c search_path=$schema'"
+expect 1 "" -- fence write --store "$own" --key k --token 5 --value v
+grep -q "coordctl store init" $err || fail "an uninitialized schema does not name store init: $(cat $err)"
+expect 1 "" -- segment next --store "$own" --tag t
+expect 2 "" -- store init --store "$own"
+out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
+[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
+out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
+  || fail "store init over an initialized store: rc=$rc '$out'"
+expect 0 "accepted" -- fence write --store "$own" --key k --token 5 --value v
+# --force with floors: a fence below the fence floor is refused, IDs continue above the segment floor.
+out=$("$ctl" store init --store "$own" --segment-floor 5000 --fence-floor 100 --ledger-floor now --force); rc=$?
+[ "$rc" = 0 ] || fail "store init --force: rc=$rc '$out'"
+expect 3 "rejected: stale fence (highest 100)" -- fence write --store "$own" --key k --token 99 --value w
+expect 3 "rejected: stale fence (highest 100)" -- fence write --store "$own" --key new --token 7 --value w
+first=$("$ctl" segment next --store "$own" --tag t -n 1)
+[ "$first" -gt 5000 ] 2>/dev/null || fail "segment after --segment-floor 5000: '$first'"
+psql -q -d "$2" -c "SET client_min_messages = warning; DROP SCHEMA $schema CASCADE" || true
+
+init_store  # the shared schema: initialized once (refused when done already: fine)
 expect 0 "fence=0 value=" -- fence read --store "$store" --key "$run"
 expect 0 "accepted" -- fence write --store "$store" --key "$run" --token 42 --value B
 expect 3 "rejected: stale fence (highest 42)" -- fence write --store "$store" --key "$run" --token 41 --value A

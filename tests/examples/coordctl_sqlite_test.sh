@@ -79,6 +79,16 @@ cp "$dir/back-old.db" "$dir/back.db"; rm -f "$dir/back.db-wal" "$dir/back.db-shm
 expect 1 "" -- fence write --store "sqlite:$dir/back.db" --key k --token 6 --value late
 grep -q "went back.*older copy.*newest copy" "$err" || fail "the refusal does not say what went back: $(cat "$err")"
 expect 1 "" -- segment next --store "sqlite:$dir/back.db" --tag t -n 3
+# The recovery the refusal names: store init --force with floors above what
+# was handed out; then 6 and 9 stay refused and IDs continue above 3.
+out=$("$ctl" store init --store "sqlite:$dir/back.db" --segment-floor 3 --fence-floor 9 --ledger-floor now); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
+  || fail "store init without --force: rc=$rc '$out'"
+out=$("$ctl" store init --store "sqlite:$dir/back.db" --segment-floor 3 --fence-floor 9 --ledger-floor now --force); rc=$?
+[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init --force: rc=$rc '$out' $(cat "$err")"
+expect 3 "rejected: stale fence (highest 9)" -- fence write --store "sqlite:$dir/back.db" --key k --token 6 --value late
+expect 0 "accepted" -- fence write --store "sqlite:$dir/back.db" --key k --token 10 --value v
+expect 0 $'4\n5\n6' -- segment next --store "sqlite:$dir/back.db" --tag t -n 3
 
 if [ "$failures" -ne 0 ]; then echo "$failures coordctl sqlite check(s) failed"; exit 1; fi
 echo "coordctl sqlite: all checks passed"

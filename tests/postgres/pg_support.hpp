@@ -55,13 +55,29 @@ inline std::string pg_query(const std::string& conninfo, const std::string& sql)
 }
 
 /// A conninfo whose search_path is a new, empty schema (plus `settings`,
-/// more "-c name=value" server settings for the session).
-inline std::string pg_fresh_schema(const std::string& settings = "") {
+/// more "-c name=value" server settings for the session): no coord store
+/// there yet (see pg_fresh_schema).
+inline std::string pg_new_schema(const std::string& settings = "") {
     static std::atomic<int> counter{0};
     const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     const std::string base = pg_conninfo();
     pg_command(base, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema);
     return base + " options='-c search_path=" + schema + (settings.empty() ? "" : " " + settings) + "'";
+}
+
+/// The schema a conninfo of pg_new_schema works in.
+inline std::string pg_schema_of(const std::string& conninfo) {
+    const auto at = conninfo.find("search_path=") + 12;
+    return conninfo.substr(at, conninfo.find_first_of(" '", at) - at);
+}
+
+/// pg_new_schema with a coord store initialized in it (store init, zero
+/// floors), as a deployment makes one before its first use.
+inline std::string pg_fresh_schema(const std::string& settings = "") {
+    std::string conninfo = pg_new_schema(settings);
+    postgres::store s{conninfo};
+    if (auto r = s.initialize({}); !r) throw std::runtime_error("store init: " + r.error().message());
+    return conninfo;
 }
 
 struct postgres_factory {

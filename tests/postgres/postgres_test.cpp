@@ -101,8 +101,158 @@ TEST(PostgresRestore, ASchemaRestoredFromAnOlderDumpNeverHandsOutALeaseTokenAgai
     EXPECT_GT(c->token, highest);
 }
 
-TEST(PostgresSchema, UpgradesADatabaseOfTheSchemaOf20261201WithoutLosingData) {
+namespace restore {
+
+coord::ledger_claim_request slot(const std::string& key) {
+    coord::ledger_claim_request q;
+    q.key = key;
+    q.scheduled = 1'700'000'000'000ms;
+    q.worker = "w";
+    q.lease_ttl = 30s;
+    q.replay_window = std::chrono::hours(24 * 365 * 100);
+    return q;
+}
+
+std::string bin() {
+    const char* env = std::getenv("COORD_PG_BIN");
+    return env && *env ? env : "/usr/lib/postgresql/15/bin";
+}
+
+// pg_dump of coord's schema into `file` (plain SQL), as an operator's backup.
+void dump(const std::string& schema, const std::string& file) {
+    const std::string cmd = "'" + bin() + "/pg_dump' -d '" + coord::test::pg_conninfo() + "' -n " + schema + " -f '" + file + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// The schema dropped and restored from the dump with psql (the test drops
+// coord's schema, not the database the other tests share).
+void drop_and_restore(const std::string& schema, const std::string& file) {
+    coord::test::pg_command(coord::test::pg_conninfo(), "SET client_min_messages = warning; DROP SCHEMA " + schema + " CASCADE");
+    const std::string cmd = "'" + bin() + "/psql' -q -v ON_ERROR_STOP=1 -d '" + coord::test::pg_conninfo() + "' -f '" + file +
+                            "' >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::remove(file.c_str());
+}
+
+}  // namespace restore
+
+// A store object that saw a later state refuses every call after the schema
+// was restored from an older pg_dump (the guard: the identity row was
+// written again); a process started after the restore cannot tell, and the
+// recovery the README gives (store init --force with floors) hands out no
+// lease token, fence acceptance, segment ID or done slot twice.
+TEST(PostgresRestore, ASchemaRestoredFromADumpIsRefusedByAStoreThatSawLaterStateAndTheRecoveryHandsNothingOutTwice) {
     const auto conninfo = coord::test::pg_fresh_schema();
+    const std::string schema = coord::test::pg_schema_of(conninfo);
+    const std::string file = "/tmp/coord-pg-dump-" + schema + ".sql";
+    coord::postgres::store store{conninfo};
+    auto first = store.segment_allocate("ids", 100);
+    ASSERT_TRUE(first) << first.error().message();
+    restore::dump(schema, file);
+
+    // After the backup: a lease, a fenced write, IDs, a done slot.
+    auto a = store.lease_acquire("n", "A", 1h);
+    ASSERT_TRUE(a) << a.error().code.message();
+    ASSERT_TRUE(store.fence_write("f", a->token, "by A"));
+    auto ids = store.segment_allocate("ids", 100);
+    ASSERT_TRUE(ids) << ids.error().message();
+    auto c = store.ledger_claim(restore::slot("job@1"));
+    ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
+    ASSERT_TRUE(store.ledger_complete("job@1", c->fence, "done", 24h));
+
+    restore::drop_and_restore(schema, file);
+
+    // The store object that saw the later state: every call refused.
+    auto f = store.fence_write("f", 1, "late");
+    ASSERT_FALSE(f) << "token 1 accepted after " << a->token;
+    EXPECT_EQ(f.error(), coord::errc::state_went_back) << f.error().code.message();
+    EXPECT_EQ(f.error().code, coord::condition::corrupt_state);
+    auto s = store.segment_allocate("ids", 100);
+    ASSERT_FALSE(s) << "handed out " << s->begin << " again";
+    EXPECT_EQ(s.error(), coord::errc::state_went_back) << s.error().message();
+    EXPECT_NE(s.error().message().find("store init --force"), std::string::npos) << s.error().message();
+    auto replay = store.ledger_claim(restore::slot("job@1"));
+    ASSERT_FALSE(replay) << "the done slot was answered with kind " << static_cast<int>(replay->kind);
+    EXPECT_EQ(replay.error(), coord::errc::state_went_back) << replay.error().message();
+    auto l = store.lease_acquire("n", "B", 1h);
+    ASSERT_FALSE(l);
+    EXPECT_EQ(l.error(), coord::errc::state_went_back) << l.error().code.message();
+
+    // A process started after the restore cannot tell (its state is the
+    // dump's): it would hand out IDs again, which is what the recovery is for.
+    coord::postgres::store fresh{conninfo};
+    auto blind = fresh.segment_allocate("ids", 1);
+    ASSERT_TRUE(blind) << blind.error().message();
+    EXPECT_LT(blind->begin, ids->end);  // the reason for the recovery below
+
+    // The recovery: initialized again with floors above what it handed out.
+    coord::initial_floors floors;
+    floors.segment = ids->end - 1;
+    floors.fence_now = true;
+    floors.ledger_now = true;
+    auto init = fresh.initialize(floors);
+    ASSERT_FALSE(init);
+    EXPECT_EQ(init.error(), coord::errc::store_already_initialized) << init.error().message();
+    ASSERT_TRUE(fresh.initialize(floors, /*replace=*/true));
+    auto stale = fresh.fence_write("f", a->token, "late");
+    ASSERT_FALSE(stale) << "A's token " << a->token << " accepted after the recovery";
+    EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+    auto b = fresh.lease_acquire("n", "B", 1h);
+    ASSERT_TRUE(b) << b.error().code.message();
+    EXPECT_GT(b->token, a->token);
+    ASSERT_TRUE(fresh.fence_write("f", b->token, "by B"));
+    auto more = fresh.segment_allocate("ids", 100);
+    ASSERT_TRUE(more) << more.error().message();
+    EXPECT_GE(more->begin, ids->end);
+    auto other = fresh.segment_allocate("a tag the dump never had", 1);
+    ASSERT_TRUE(other);
+    EXPECT_GE(other->begin, ids->end);
+    auto done = fresh.ledger_claim(restore::slot("job@1"));
+    ASSERT_TRUE(done) << done.error().message();
+    EXPECT_EQ(done->kind, coord::claim_outcome::expired);  // not run again
+    // The object that saw the old store: the identity changed.
+    auto old = store.segment_allocate("ids", 1);
+    ASSERT_FALSE(old);
+    EXPECT_EQ(old.error(), coord::errc::store_identity_changed) << old.error().message();
+}
+
+// Opening never makes a store: a schema never initialized, or dropped and
+// made again by a process that opened it, answers nothing until store init;
+// a store object that saw it initialized calls the loss a store that went
+// back.
+TEST(PostgresRestore, ASchemaNeverInitializedOrDroppedIsRefusedAndNeverMadeAgainByOpeningIt) {
+    const auto conninfo = coord::test::pg_new_schema();
+    {
+        coord::postgres::store store{conninfo};
+        auto f = store.fence_write("f", 5, "x");
+        ASSERT_FALSE(f);
+        EXPECT_EQ(f.error(), coord::errc::store_uninitialized) << f.error().code.message();
+        EXPECT_NE(f.error().code.message().find("coordctl store init"), std::string::npos) << f.error().code.message();
+        EXPECT_EQ(*store.server_identity(), "");
+        auto id = store.initialize({});
+        ASSERT_TRUE(id) << id.error().message();
+        EXPECT_EQ(*store.server_identity(), *id);
+        ASSERT_TRUE(store.fence_write("f", 5, "x"));  // the store that initialized goes on
+    }
+    coord::postgres::store store{conninfo};
+    ASSERT_TRUE(store.fence_write("f", 6, "y"));
+    const std::string schema = coord::test::pg_schema_of(conninfo);
+    coord::test::pg_command(coord::test::pg_conninfo(), "SET client_min_messages = warning; DROP SCHEMA " + schema +
+                                                            " CASCADE; CREATE SCHEMA " + schema);
+    auto gone = store.fence_write("f", 7, "z");
+    ASSERT_FALSE(gone);
+    EXPECT_EQ(gone.error(), coord::errc::state_went_back) << gone.error().code.message();
+    coord::postgres::store reopened{conninfo};  // makes the tables, not the store
+    auto again = reopened.fence_write("f", 1, "from nothing");
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error(), coord::errc::store_uninitialized) << again.error().code.message();
+    auto late = store.fence_write("f", 7, "z");
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error(), coord::errc::state_went_back) << late.error().code.message();
+}
+
+TEST(PostgresSchema, UpgradesADatabaseOfTheSchemaOf20261201WithoutLosingData) {
+    const auto conninfo = coord::test::pg_new_schema();
     std::ifstream in(std::string(COORD_TEST_PG_DATA_DIR) + "/schema_main_2026-12-01.sql");
     ASSERT_TRUE(in) << "the frozen schema file is missing";
     std::stringstream old_schema;

@@ -195,7 +195,9 @@ TEST(Sqlite, AFullDiskFailsWritesClearlyAndLosesNothingAcknowledged) {
         coord::sqlite::store s{path};
         const std::string value(64 << 10, 'f');
         for (std::uint64_t token = 1; token < 1000; ++token) {
-            auto w = s.fence_write("k" + std::to_string(token), token, value);
+            std::string key = "k";  // (not "k" + to_string: g++ 12's -Wrestrict false positive, PR105329)
+            key += std::to_string(token);
+            auto w = s.fence_write(key, token, value);
             if (!w) {
                 const bool clear = (w.error().code == coord::condition::unavailable ||
                                     w.error().code == coord::condition::outcome_unknown) &&
@@ -269,7 +271,12 @@ TEST(Sqlite, TheEffectCommitsInTheApplicationsOwnTableWithTheMarker) {
 // identity is not the recorded one. Nothing from the older state is served:
 // not the fence that accepted 100 and then 200, not the segment range, not
 // the done slot.
-TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedWhenOpened) {
+// An older copy of the database put back (or the file deleted) is refused:
+// the store opens, and every call on it, reads too, is state_went_back,
+// until the recovery (initialize with floors, what `coordctl store init
+// --force` runs), after which no fence acceptance, lease token, segment ID
+// or done slot of before is handed out again.
+TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedUntilTheRecoveryWhichHandsNothingOutTwice) {
     scratch_dir dir;
     const fs::path db = dir / "coord.db";
     const fs::path old = dir / "old.db";
@@ -284,10 +291,17 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedWhenOpened) {
         ASSERT_TRUE(store.fence_write("f", 100, "at 100"));
     }
     fs::copy_file(db, old);  // the store is closed: no WAL left beside it
+    coord::fence_token token = 0;
+    coord::segment_range ids{};
     {
         coord::sqlite::store store{db.string()};
-        ASSERT_TRUE(store.fence_write("f", 200, "at 200"));
-        ASSERT_TRUE(store.segment_allocate("ids", 10));
+        auto a = store.lease_acquire("n", "A", 1h);
+        ASSERT_TRUE(a);
+        token = a->token;
+        ASSERT_TRUE(store.fence_write("f", token, "by A"));
+        auto r = store.segment_allocate("ids", 10);
+        ASSERT_TRUE(r);
+        ids = *r;
         auto c = store.ledger_claim(q);
         ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
         ASSERT_TRUE(store.ledger_complete(q.key, c->fence, "done", 24h));
@@ -297,16 +311,74 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedWhenOpened) {
         for (const char* side : {"-wal", "-shm"}) fs::remove(dir / (std::string("coord.db") + side));
     };
     put_back(old);
-    auto e = open_error([&] { coord::sqlite::store s{db}; });
-    EXPECT_EQ(e.code(), coord::errc::state_went_back) << e.what();
-    EXPECT_NE(std::string(e.what()).find("older copy"), std::string::npos) << e.what();
+    {
+        coord::sqlite::store s{db};
+        ASSERT_TRUE(s.went_back());
+        auto w = s.fence_write("f", 150, "late");
+        ASSERT_FALSE(w) << "token 150 accepted after " << token;
+        EXPECT_EQ(w.error(), coord::errc::state_went_back) << w.error().code.message();
+        EXPECT_NE(w.error().code.message().find("older copy"), std::string::npos) << w.error().code.message();
+        EXPECT_NE(w.error().code.message().find("store init"), std::string::npos) << w.error().code.message();
+        auto r = s.fence_read("f");
+        ASSERT_FALSE(r) << "answered from the older copy: " << r->fence;
+        EXPECT_EQ(r.error(), coord::errc::state_went_back);
+        auto again = s.segment_allocate("ids", 10);
+        ASSERT_FALSE(again) << "handed out " << again->begin << " again";
+        auto replay = s.ledger_claim(q);
+        ASSERT_FALSE(replay);
+        EXPECT_EQ(replay.error(), coord::errc::state_went_back);
+    }
     // Still refused the second time: opening changed nothing.
-    EXPECT_EQ(open_error([&] { coord::sqlite::store s{db}; }).code(), coord::errc::state_went_back);
+    EXPECT_EQ(coord::sqlite::store{db}.fence_read("f").error(), coord::errc::state_went_back);
+
+    // The recovery: floors above what was handed out.
+    {
+        coord::sqlite::store s{db};
+        coord::initial_floors floors;
+        floors.segment = ids.end - 1;
+        floors.fence_now = true;
+        floors.ledger_now = true;
+        auto plain = s.initialize(floors);
+        ASSERT_FALSE(plain);
+        EXPECT_EQ(plain.error(), coord::errc::store_already_initialized);
+        coord::sqlite::store other{db};  // opened before the recovery
+        auto id = s.initialize(floors, /*replace=*/true);
+        ASSERT_TRUE(id) << id.error().message();
+        EXPECT_FALSE(s.went_back());
+        auto stale = s.fence_write("f", token, "late");
+        ASSERT_FALSE(stale) << "A's token " << token << " accepted after the recovery";
+        EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+        auto fresh_key = s.fence_write("a key the copy never had", token, "late");
+        ASSERT_FALSE(fresh_key);
+        EXPECT_EQ(fresh_key.error(), coord::errc::stale_fence);
+        auto b = s.lease_acquire("n", "B", 1h);
+        ASSERT_TRUE(b);
+        EXPECT_GT(b->token, token);
+        ASSERT_TRUE(s.fence_write("f", b->token, "by B"));
+        auto more = s.segment_allocate("ids", 10);
+        ASSERT_TRUE(more);
+        EXPECT_GE(more->begin, ids.end);
+        auto other_tag = s.segment_allocate("a tag the copy never had", 1);
+        ASSERT_TRUE(other_tag);
+        EXPECT_GE(other_tag->begin, ids.end);
+        auto done = s.ledger_claim(q);
+        ASSERT_TRUE(done);
+        EXPECT_EQ(done->kind, coord::claim_outcome::expired);  // not run again
+        auto late = other.fence_write("f", b->token + 1, "from an object opened before");
+        ASSERT_FALSE(late);
+        EXPECT_TRUE(late.error() == coord::errc::state_went_back || late.error() == coord::errc::store_identity_changed)
+            << late.error().code.message();
+    }
+    coord::sqlite::store reopened{db};  // the recovered database opens clean
+    EXPECT_FALSE(reopened.went_back());
+    EXPECT_TRUE(reopened.fence_read("f"));
 
     fs::remove(db);  // deleted: a new database would be made at the path
-    auto d = open_error([&] { coord::sqlite::store s{db}; });
-    EXPECT_EQ(d.code(), coord::errc::state_went_back) << d.what();
-    EXPECT_NE(std::string(d.what()).find("identity"), std::string::npos) << d.what();
+    coord::sqlite::store d{db};
+    auto gone = d.segment_allocate("ids", 1);
+    ASSERT_FALSE(gone) << "handed out " << gone->begin << " from a new file";
+    EXPECT_EQ(gone.error(), coord::errc::state_went_back);
+    EXPECT_NE(gone.error().message().find("identity"), std::string::npos) << gone.error().message();
 }
 
 // What stays undetectable: the database and its record beside it restored

@@ -236,6 +236,72 @@ param_value now_ms_param(const Clock& clock) {
     else return param(unix_millis(clock.now()));
 }
 
+/// state_went_back: coord's store in the database is not the one a store
+/// object saw (`why`), with the recovery that hands nothing out twice.
+inline coord::error went_back_error(const std::string& why) {
+    return coord::error(
+        coord::make_error_code(coord::errc::state_went_back),
+        "coord's store in this PostgreSQL database went back: " + why +
+            "; its fences, segment counters, ledger records and reservations may be older than what was handed "
+            "out, and nothing was applied. Recovery that hands nothing out twice: coordctl store init --force "
+            "--segment-floor N (at least the largest segment ID handed out) --fence-floor now --ledger-floor now "
+            "(README: \"When a store goes back\")");
+}
+
+/// What the guard's SQLSTATEs (schema.hpp, coord_guard) and a missing
+/// table or function (42P01, 42883: coord's schema is not there) mean;
+/// nullopt for any other state.
+inline std::optional<coord::error> store_state_error(std::string_view sqlstate, const std::string& server_words) {
+    using coord::errc;
+    if (sqlstate == "CD001" || sqlstate == "42P01" || sqlstate == "42883")
+        return coord::error(
+            coord::make_error_code(errc::store_uninitialized),
+            "coord's store in this PostgreSQL database (the schema on the connection's search_path) " +
+                std::string(sqlstate == "CD001" ? "was never initialized"
+                                                : "is missing its tables (" + server_words + ")") +
+                ", or it lost its data (a schema dropped and made again), so nothing that needs its records is "
+                "answered. Initialize it stating floors above everything it handed out, and nothing is handed out "
+                "again: coordctl store init --store URL --segment-floor N (at least the largest segment ID it ever "
+                "handed out) --fence-floor N|now (at least the highest fence token it accepted; now: the server's "
+                "time in microseconds, above every lease token it granted) --ledger-floor INSTANT|now (slots "
+                "scheduled up to it are not run again; none for a store that never served coord); README: \"When a "
+                "store goes back\"");
+    if (sqlstate == "CD002")
+        return went_back_error("its identity row is not the one this store object saw (the schema was restored "
+                               "from a dump, or dropped and made again)");
+    if (sqlstate == "CD003")
+        return coord::error(coord::make_error_code(errc::store_identity_changed),
+                            "coord's store in this PostgreSQL database was initialized again since this store "
+                            "object opened it: open the store again");
+    return std::nullopt;
+}
+
+/// What one store object saw of its database: the store's identity and the
+/// version of the row it is kept in ("ID.XMIN" of coord_store: a dump
+/// restored writes the row again, a new xmin), empty until the first call
+/// after the store was initialized. Each call sends it to coord_guard, which
+/// refuses the call when the database now holds another (schema.hpp).
+class seen_store {
+public:
+    std::string get() const {
+        std::lock_guard lock(m_);
+        return v_;
+    }
+    void saw(std::string v) {
+        std::lock_guard lock(m_);
+        if (v_.empty()) v_ = std::move(v);
+    }
+    /// After this store object initialized the store itself.
+    void replace(std::string v) {
+        std::lock_guard lock(m_);
+        v_ = std::move(v);
+    }
+
+private:
+    mutable std::mutex m_;
+    std::string v_;
+};
+
 /// One statement of a pipeline (those with parameters are prepared first).
 struct step {
     const char* sql;
@@ -414,6 +480,9 @@ private:
         if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return std::nullopt;
         const char* state = PQresultErrorField(a.get(), PG_DIAG_SQLSTATE);
         const std::string_view sqlstate = state ? state : "";
+        // The store's guard (coord_guard, schema.hpp migration 6) and a
+        // schema whose tables or functions are gone: nothing was applied.
+        if (auto e = store_state_error(sqlstate, trimmed(PQresultErrorMessage(a.get())))) return e;
         const errc code = sqlstate == "57014"   ? errc::statement_timeout
                           : sqlstate == "55P03" ? errc::lock_timeout
                                                 : errc::server_refused;
@@ -542,13 +611,32 @@ public:
     const std::string& conninfo() const noexcept { return conninfo_; }
     const options& opts() const noexcept { return opts_; }
 
+    /// Every call of this pool that touches coord's records carries the
+    /// guard of `seen` (the store's context sets it on the pool its
+    /// adapters call through).
+    void guard_with(detail::seen_store* seen) noexcept { seen_ = seen; }
+
+    /// A call that carries no guard: the schema's migrations and the
+    /// store's initialization, which make what the guard checks.
+    struct unguarded_t {};
+    static constexpr unguarded_t unguarded{};
+
     /// One call: a connection of the pool for its whole step, and its
-    /// deadline (options::operation_timeout from now).
+    /// deadline (options::operation_timeout from now). Each round trip that
+    /// holds a statement with parameters (every operation on coord's
+    /// records) runs the guard first in the same round trip and the same
+    /// transaction (after BEGIN when the pipeline opens one): a database
+    /// whose store is not the one this store object saw refuses the call
+    /// before anything is applied (schema.hpp, coord_guard). Statements
+    /// sent unprepared (an effect's SQL inside a guarded transaction) carry
+    /// none.
     class call {
     public:
         // No connection in time: c_ stays empty and every statement says so.
         explicit call(pool& p)
-            : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)), c_(p.slots_.take(until_)) {}
+            : p_(p), seen_(p.seen_), until_(coord::detail::deadline_after(p.opts_.operation_timeout)),
+              c_(p.slots_.take(until_)) {}
+        call(pool& p, unguarded_t) : call(p) { seen_ = nullptr; }
         call(const call&) = delete;
         call& operator=(const call&) = delete;
         ~call() { p_.slots_.give(std::move(c_)); }
@@ -560,11 +648,35 @@ public:
         result<detail::answer> exec(const char* sql, const std::vector<detail::param_value>& params, bool writes,
                                     bool prepare = true) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            return c_->exec(sql, params, writes, prepare, until_);
+            if (!seen_ || !prepare || params.empty()) return c_->exec(sql, params, writes, prepare, until_);
+            auto r = pipeline({{sql, params}}, writes);
+            if (!r) return unexpected(r.error());
+            return std::move(r->front());
         }
         result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            return c_->pipeline(steps, writes, until_);
+            const bool guarded =
+                seen_ && std::any_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); });
+            if (!guarded) return c_->pipeline(steps, writes, until_);
+            const std::string seen = seen_->get();
+            const std::size_t at = !steps.empty() && std::string_view(steps.front().sql) == "BEGIN" ? 1 : 0;
+            std::vector<detail::step> all(steps.begin(), steps.end());
+            all.insert(all.begin() + static_cast<std::ptrdiff_t>(at),
+                       detail::step{"SELECT coord_guard($1)", {detail::param(seen)}});
+            auto r = c_->pipeline(all, writes, until_);
+            if (!r) {
+                // A schema gone under a store object that saw it went back.
+                if (r.error() == coord::errc::store_uninitialized && !seen.empty())
+                    return unexpected(detail::went_back_error(
+                        "this store object saw it initialized, and its identity or tables are gone now"));
+                return unexpected(r.error());
+            }
+            if ((*r)[at].rows() != 1) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard"));
+            seen_->saw((*r)[at].text(0, 0));
+            std::vector<detail::answer> out;
+            for (std::size_t i = 0; i < r->size(); ++i)
+                if (i != at) out.push_back(std::move((*r)[i]));
+            return out;
         }
         /// LISTENs on `channel` (an identifier the engine made) until
         /// unlisten(): notifications wait on the connection meanwhile.
@@ -600,6 +712,7 @@ public:
         }
 
         pool& p_;
+        detail::seen_store* seen_;
         coord::detail::deadline until_;
         std::unique_ptr<detail::connection> c_;
     };
@@ -607,6 +720,7 @@ public:
 private:
     std::string conninfo_;
     options opts_;
+    detail::seen_store* seen_ = nullptr;
     coord::detail::connection_pool<detail::connection> slots_;
 };
 

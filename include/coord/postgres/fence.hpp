@@ -11,7 +11,9 @@
 //   UPDATE and COMMIT. A refusal or a throwing fn: 1 more (ROLLBACK).
 // - fence_read: 1.
 // Each statement applies the whole rule atomically (the row is locked);
-// none acts on what an earlier call read.
+// none acts on what an earlier call read. A key without a record refuses
+// tokens below the store's fence floor (store::initialize). Every round trip
+// also runs the store's guard (connection.hpp, pool::call).
 #pragma once
 
 #include <optional>
@@ -51,15 +53,17 @@ public:
         };
         auto opened = c.pipeline({{"BEGIN", {}},
                                   {"INSERT INTO coord_fence(key) VALUES ($1) ON CONFLICT DO NOTHING", {param(key)}},
-                                  {"SELECT highest, written, value, has_seq, seq FROM coord_fence WHERE key = $1 FOR UPDATE",
+                                  {"SELECT f.highest, f.written, f.value, f.has_seq, f.seq, s.fence_floor FROM coord_fence f, "
+                                   "coord_store s WHERE f.key = $1 AND s.id = 1 FOR UPDATE OF f",
                                    {param(key)}}},
                                  false);
         if (!opened) return fail(opened.error());
         const answer& r = (*opened)[2];
         if (r.rows() != 1) return fail(make_error_code(errc::bad_answer));
-        const fence_token highest = r.u64(0, 0);
         const bool written = r.boolean(0, 1);
-        if (written && token < highest) return fail(coord::make_error_code(coord::errc::stale_fence), highest);
+        // A key without a record (never written, or lost) starts at the fence floor.
+        const fence_token highest = written ? r.u64(0, 0) : r.u64(0, 5);
+        if (token < highest) return fail(coord::make_error_code(coord::errc::stale_fence), highest);
         const bool same = written && token == highest;
         std::string value = r.bytes(0, 2);
         try {
@@ -111,12 +115,13 @@ private:
         if (!u) return unexpected(write_error{u.error(), 0});
         if (u->changed() == 1) return {};
         // Otherwise (a new key, or a refusal) an atomic upsert under the same
-        // rule decides: it inserts, or updates a row another writer created
-        // meanwhile if the rule passes, or changes nothing.
+        // rule decides: it inserts (a token at least the fence floor: a key
+        // without a record may have lost it), or updates a row another writer
+        // created meanwhile if the rule passes, or changes nothing.
         auto r = c.exec(
             "INSERT INTO coord_fence AS f (key, highest, written, has_seq, seq, value) "
-            "VALUES ($1, $2::numeric, true, $3::numeric IS NOT NULL, coalesce($3::numeric, 0), $4) "
-            "ON CONFLICT (key) DO UPDATE SET highest = EXCLUDED.highest, written = true, value = EXCLUDED.value, "
+            "SELECT $1, $2::numeric, true, $3::numeric IS NOT NULL, coalesce($3::numeric, 0), $4 FROM coord_store "
+            "WHERE id = 1 AND $2::numeric >= fence_floor ON CONFLICT (key) DO UPDATE SET highest = EXCLUDED.highest, written = true, value = EXCLUDED.value, "
             "has_seq = EXCLUDED.has_seq OR (f.written AND f.highest = EXCLUDED.highest AND f.has_seq), "
             "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
             "WHEN f.written AND f.highest = EXCLUDED.highest THEN f.seq ELSE 0 END "
@@ -125,7 +130,9 @@ private:
             ps, true);
         if (!r) return unexpected(write_error{r.error(), 0});
         if (r->rows() == 1) return {};
-        auto h = c.exec("SELECT highest FROM coord_fence WHERE key = $1", {param(key)}, false);
+        auto h = c.exec("SELECT coalesce((SELECT highest FROM coord_fence WHERE key = $1), "
+                        "(SELECT fence_floor FROM coord_store WHERE id = 1))",
+                        {param(key)}, false);
         const fence_token highest = h && h->rows() == 1 ? h->u64(0, 0) : 0;
         const bool sequence = seq && highest == token;
         return unexpected(write_error{

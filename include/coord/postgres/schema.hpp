@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 
+#include "coord/initial_floors.hpp"
 #include "coord/postgres/connection.hpp"
 
 namespace coord::postgres {
@@ -565,6 +566,83 @@ BEGIN
   RETURN QUERY SELECT 0, ''::text, 0::bigint, 0::bigint, 0::bigint;
 END $$;
 )SQL"},
+        {6, "the store's identity and floors (store init), and the guard every call runs", R"SQL(
+-- Written by store init only (store::initialize), never by opening: a store
+-- without this row answers nothing from its records. The floors are what
+-- a missing record starts from (coord/initial_floors.hpp).
+CREATE TABLE IF NOT EXISTS coord_store (id int PRIMARY KEY CHECK (id = 1), identity text NOT NULL,
+  segment_floor numeric(20,0) NOT NULL DEFAULT 0, fence_floor numeric(20,0) NOT NULL DEFAULT 0,
+  ledger_floor_ms bigint NOT NULL DEFAULT 0, reservation_floor_ms bigint NOT NULL DEFAULT 0);
+
+-- Run first in every call's transaction (pool::call): the store's identity
+-- and its row's version ("ID.XMIN": restoring a dump writes the row again,
+-- with a new xmin), or an error when it is not what the caller saw (p_seen;
+-- empty: nothing seen yet). CD001: never initialized; CD002: went back (the
+-- row gone, or restored); CD003: initialized again. The shared lock on
+-- coord_store is held to the end of the transaction, so a restore cannot
+-- replace it in between.
+CREATE OR REPLACE FUNCTION coord_guard(p_seen text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE v text;
+BEGIN
+  SELECT identity || '.' || xmin::text INTO v FROM coord_store WHERE id = 1;
+  IF v IS NULL THEN
+    IF p_seen = '' THEN RAISE EXCEPTION 'coord: the store was never initialized' USING ERRCODE = 'CD001'; END IF;
+    RAISE EXCEPTION 'coord: the store''s identity is gone' USING ERRCODE = 'CD002';
+  END IF;
+  IF p_seen <> '' AND v <> p_seen THEN
+    IF split_part(v, '.', 1) = split_part(p_seen, '.', 1) THEN
+      RAISE EXCEPTION 'coord: the store went back' USING ERRCODE = 'CD002';
+    END IF;
+    RAISE EXCEPTION 'coord: the store was initialized again' USING ERRCODE = 'CD003';
+  END IF;
+  RETURN v;
+END $$;
+
+-- As in migration 1, with a missing reservation starting at the reservation floor.
+CREATE OR REPLACE FUNCTION coord_time_reserve(p_key text, p_until bigint, p_token numeric)
+RETURNS TABLE(o_status int, o_value numeric) LANGUAGE plpgsql AS $$
+DECLARE r coord_reservation;
+BEGIN
+  INSERT INTO coord_reservation(key, until_ms) SELECT p_key, reservation_floor_ms FROM coord_store WHERE id = 1
+    ON CONFLICT DO NOTHING;
+  SELECT * INTO r FROM coord_reservation WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'coord: the store was never initialized' USING ERRCODE = 'CD001'; END IF;
+  IF p_token < r.highest THEN RETURN QUERY SELECT 1, r.highest; RETURN; END IF;
+  UPDATE coord_reservation SET highest = p_token, until_ms = greatest(r.until_ms, p_until) WHERE key = p_key;
+  RETURN QUERY SELECT 0, greatest(r.until_ms, p_until)::numeric;
+END $$;
+
+-- As in migration 2, with the ledger floor: a slot scheduled at or before it
+-- is run again never (its done record may have been lost): a done record
+-- still replays, anything else is expired and no row is made.
+CREATE OR REPLACE FUNCTION coord_ledger_claim(p_key text, p_scheduled_ms bigint, p_version bigint, p_worker text,
+  p_hash text, p_ttl bigint, p_window_ms bigint, p_now bigint)
+RETURNS TABLE(o_kind int, o_fence bigint, o_attempt bigint, o_holder text, o_lease_until bigint, o_result bytea)
+LANGUAGE plpgsql AS $$
+DECLARE r coord_ledger; now_ns bigint := coord_now_ns(p_now); below boolean;
+BEGIN
+  IF p_scheduled_ms::numeric + p_window_ms < floor(now_ns::numeric / 1000000) THEN
+    RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
+  SELECT p_scheduled_ms <= ledger_floor_ms INTO below FROM coord_store WHERE id = 1;
+  IF below IS NULL THEN RAISE EXCEPTION 'coord: the store was never initialized' USING ERRCODE = 'CD001'; END IF;
+  IF NOT below THEN INSERT INTO coord_ledger(key) VALUES (p_key) ON CONFLICT DO NOTHING; END IF;
+  SELECT * INTO r FROM coord_ledger WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN; END IF;
+  IF (r.attempt > 0 OR r.state <> 0) AND r.payload_hash <> p_hash THEN
+    RETURN QUERY SELECT 3, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
+  IF r.state = 2 THEN RETURN QUERY SELECT 1, r.fence, r.attempt, ''::text, 0::bigint, r.result; RETURN; END IF;
+  IF below THEN RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN; END IF;
+  IF r.state = 1 AND now_ns < r.lease_until_ns THEN
+    RETURN QUERY SELECT 2, r.fence, r.attempt, r.holder, r.lease_until_ns, ''::bytea; RETURN;
+  END IF;
+  UPDATE coord_ledger SET scheduled_ms = p_scheduled_ms, schedule_version = p_version, payload_hash = p_hash,
+    state = 1, fence = r.fence + 1, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = now_ns + p_ttl,
+    started_ns = now_ns WHERE key = p_key;
+  RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
+END $$;
+)SQL"},
     };
     return all;
 }
@@ -610,6 +688,18 @@ inline result<void> migrate(pool::call& c) {
                 const auto& e = recorded.error();
                 return unexpected(coord::error(e.code(), "migration " + std::to_string(m.version) + " (" + m.what +
                                                              "): " + e.detail()));
+            }
+            // A store an earlier coord made (it made its tables when opened)
+            // was in use: it takes its identity here, with zero floors (its
+            // records are all there). A new database gets none: store init.
+            if (m.version == 6 && at >= 1) {
+                auto id = c.exec("INSERT INTO coord_store(id, identity) VALUES (1, $1) ON CONFLICT DO NOTHING",
+                                 {param(coord::detail::new_store_identity())}, true);
+                if (!id) {
+                    (void)c.exec("ROLLBACK", {}, false);
+                    return unexpected(coord::error(id.error().code(), "migration 6 (" + std::string(m.what) +
+                                                                          "): " + id.error().detail()));
+                }
             }
             if (auto done = c.exec("COMMIT", {}, true); !done) return unexpected(done.error());
         }

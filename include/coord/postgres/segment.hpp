@@ -3,7 +3,9 @@
 //
 // Round trips: segment_allocate 1, one INSERT ... ON CONFLICT ... DO UPDATE
 // ... RETURNING: the tag's row is locked and advanced in one statement, so
-// ranges never overlap, also across processes and machines.
+// ranges never overlap, also across processes and machines. A tag without a
+// counter (new, or lost) continues above the store's segment floor
+// (store::initialize).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,8 @@ public:
         if (step == 0 || step > segment_id_limit - 1) return unexpected(coord::make_error_code(coord::errc::range_exhausted));
         pool::call c(pool_);
         auto r = c.exec(
-            "INSERT INTO coord_segment AS s (tag, next) VALUES ($1, 1 + $2::numeric) "
-            "ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
+            "INSERT INTO coord_segment AS s (tag, next) SELECT $1, segment_floor + 1 + $2::numeric FROM coord_store "
+            "WHERE id = 1 AND segment_floor + 1 + $2::numeric <= 9223372036854775808 ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
             "WHERE s.next + $2::numeric <= 9223372036854775808 RETURNING next - $2::numeric, next",
             {param(tag), param(static_cast<std::int64_t>(step))}, true);
         if (!r) return unexpected(r.error());

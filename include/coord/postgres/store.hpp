@@ -24,6 +24,17 @@
 //   coord::basic_lease_manager leases{store};
 //   coord::basic_keyed_fenced_resource orders{store};
 //
+// A store that went back: the store's identity lives in coord_store,
+// written once by initialize() (coordctl store init). Every call runs
+// coord_guard first, in the same round trip and transaction, with what this
+// store object saw ("identity.xmin": a restored dump writes the row again);
+// a database whose store is not that one refuses the call before anything
+// is applied: errc::state_went_back (restored, or its schema dropped),
+// store_identity_changed (initialized again), store_uninitialized (never
+// initialized). A process that opens the store after a restore cannot tell;
+// initialize(floors, replace) is the recovery (README, "When a store goes
+// back").
+//
 // Errors: a refusal by the rule is the usual errc (stale_fence, lease_held,
 // ...). A failure of the server or the connection is a postgres::errc
 // (condition unavailable) whose detail() is the server's message; a writing
@@ -33,11 +44,14 @@
 // one for its whole step, so threads call in parallel up to the pool's size.
 #pragma once
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/postgres/connection.hpp"
 #include "coord/postgres/context.hpp"
 #include "coord/postgres/fence.hpp"
@@ -67,14 +81,93 @@ class basic_store : public coord::detail::engine_store<detail::context<Clock>,
     using base::engine;
 
 public:
-    /// Connects and brings the schema to this library's version. Throws
+    /// Connects and brings the schema to this library's version. Opening
+    /// never initializes the store: until initialize() (coordctl store init)
+    /// wrote its identity, every call is refused with
+    /// errc::store_uninitialized, so a schema dropped and made again is never
+    /// taken for a new store. Throws
     /// std::invalid_argument when `conninfo` is malformed (conninfo_error)
     /// or an option is out of range; store_error naming the server's words
     /// when connecting or the schema fails.
     explicit basic_store(std::string conninfo, Clock clock = Clock{}, options opts = {})
         : base(std::move(conninfo), std::move(clock), opts) {
-        pool::call c(engine().calls());
+        pool::call c(engine().calls(), pool::unguarded);
         if (auto m = migrate(c); !m) throw store_error(m.error(), "coord: PostgreSQL schema: " + m.error().detail());
+    }
+
+    /// Initializes the store: writes its identity (coord_store, a new random
+    /// value), which every call's guard checks, with the floors `f` states:
+    /// a fence record below the fence floor is raised to it and a fence
+    /// without a record refuses tokens below it, a segment tag continues
+    /// above the segment floor, a slot scheduled at or before the ledger
+    /// floor is not run again (a done record still replays), and a time
+    /// reservation starts at the reservation floor. Stating floors at or
+    /// above everything the store handed out before a restore means nothing
+    /// is handed out twice (README, "When a store goes back"); a store that
+    /// never served coord takes zeros. "now" is the store's clock (fence:
+    /// in microseconds, at least every lease token granted before). Refused
+    /// with errc::store_already_initialized when the store has an identity,
+    /// unless `replace`: then the new identity and floors replace it, and
+    /// every other store object opened before is refused
+    /// (store_identity_changed) until it reopens. One transaction, 2 round
+    /// trips. Returns the new identity. Throws std::invalid_argument for a
+    /// segment floor above 2^63-2.
+    result<std::string> initialize(const initial_floors& f, bool replace = false) {
+        using namespace detail;
+        if (f.segment > 0x7ffffffffffffffeull) throw std::invalid_argument("coord::postgres: the segment floor must be below 2^63-1");
+        pool::call c(engine().calls(), pool::unguarded);
+        auto fail = [&](coord::error e) {
+            (void)c.exec("ROLLBACK", {}, false);
+            return result<std::string>(unexpected(std::move(e)));
+        };
+        // Initializers take turns (the table lock); calls go on meanwhile.
+        auto seen = c.pipeline({{"BEGIN", {}},
+                                {"LOCK TABLE coord_store IN SHARE ROW EXCLUSIVE MODE", {}},
+                                {"SELECT count(*) FROM coord_store", {}},
+                                {"SELECT coord_now_ns($1), coalesce(max(last_token), 0) FROM coord_lease",
+                                 {now_ns_param(engine().clock())}}},
+                               false);
+        if (!seen) return fail(seen.error());
+        if ((*seen)[2].i64(0, 0) != 0 && !replace)
+            return fail(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
+                                     "coord's store in this PostgreSQL database is already initialized; replacing "
+                                     "its identity (--force) makes every process that opened it reopen"));
+        const std::int64_t now_ns = (*seen)[3].i64(0, 0);
+        coord::detail::stated_floors stated;
+        stated.segment = f.segment;
+        stated.fence = f.fence_now ? std::max<fence_token>(static_cast<fence_token>(now_ns / 1000), (*seen)[3].u64(0, 1) + 1)
+                                   : f.fence;
+        stated.ledger_ms = f.ledger_now ? now_ns / 1'000'000 : f.ledger_ms;
+        stated.reservation_ms = f.reservation_now ? now_ns / 1'000'000 : f.reservation_ms;
+        const std::string id = coord::detail::new_store_identity();
+        c.restart_deadline();
+        auto done = c.pipeline(
+            {{"INSERT INTO coord_store AS s VALUES (1, $1, $2::numeric, $3::numeric, $4, $5) ON CONFLICT (id) DO UPDATE "
+              "SET identity = EXCLUDED.identity, segment_floor = EXCLUDED.segment_floor, fence_floor = "
+              "EXCLUDED.fence_floor, ledger_floor_ms = EXCLUDED.ledger_floor_ms, reservation_floor_ms = "
+              "EXCLUDED.reservation_floor_ms RETURNING s.identity || '.' || s.xmin::text",
+              {param(id), param_u64(stated.segment), param_u64(stated.fence), param(stated.ledger_ms),
+               param(stated.reservation_ms)}},
+             {"UPDATE coord_fence SET highest = $1::numeric, has_seq = false, seq = 0 WHERE highest < $1::numeric",
+              {param_u64(stated.fence)}},
+             {"UPDATE coord_segment SET next = $1::numeric + 1 WHERE next < $1::numeric + 1", {param_u64(stated.segment)}},
+             {"UPDATE coord_reservation SET until_ms = $1 WHERE until_ms < $1", {param(stated.reservation_ms)}},
+             {"COMMIT", {}}},
+            true);
+        if (!done) {
+            if (done.error() == coord::errc::outcome_unknown) return unexpected(done.error());
+            return fail(done.error());
+        }
+        engine().seen().replace((*done)[0].text(0, 0));
+        return id;
+    }
+
+    /// The store's identity in the database now (empty: not initialized).
+    result<std::string> server_identity() {
+        pool::call c(engine().calls(), pool::unguarded);
+        auto r = c.exec("SELECT identity FROM coord_store WHERE id = 1", {}, false);
+        if (!r) return unexpected(r.error());
+        return r->rows() == 1 ? r->text(0, 0) : std::string();
     }
 
     /// The schema version the database is at (after the constructor: schema_version()).

@@ -19,11 +19,21 @@
 // file deleted and made again) or whose generation is below the recorded
 // one (an older copy put back), and a write that finds the generation below
 // what this object committed before, is refused with
-// errc::state_went_back: nothing from the older state is handed out. Not
+// errc::state_went_back: nothing from the older state is handed out (the
+// store object opens, and every call on it is refused, reads too). Not
 // detectable: the database and PATH-coord deleted or restored together (a
 // new store, or the old one as it was); PATH-coord may lag the database by
 // the last writes of processes committing at the same instant (each records
 // its own count, without a lock: never ahead of the database).
+//
+// Recovery (store::initialize with replace): one write transaction gives the
+// database a new identity and a generation above both counts, raises its
+// fence records, segment counters and reservations to the floors an
+// operator states, and keeps the floors in coord_store, where every write
+// transaction reads them with its generation (a missing record starts from
+// them; a slot scheduled at or before the ledger floor is not run again).
+// A write of a store object that saw another identity is refused with
+// errc::store_identity_changed.
 #pragma once
 
 // Marks that a store header is in (tests/layering_test.cpp checks that no
@@ -37,6 +47,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -60,6 +71,7 @@
 #include "coord/detail/engine_outcome.hpp"
 #include "coord/detail/options.hpp"
 #include "coord/error.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/result.hpp"
 
 namespace coord::sqlite {
@@ -308,8 +320,14 @@ public:
                 return;
             }
             open_ = true;
+            if (d.went_back_) {
+                error_ = *d.went_back_;
+                (void)d.exec_raw("ROLLBACK");
+                open_ = false;
+                return;
+            }
             if (writes && d.counting_) {
-                auto g = d.next_generation();
+                auto g = d.next_generation(floors_);
                 if (!g) {
                     error_ = g.error();
                     (void)d.exec_raw("ROLLBACK");
@@ -326,8 +344,12 @@ public:
             if (locked_) d_.mutex_.unlock();
         }
 
-        /// Why the transaction could not begin (busy, I/O), or nothing.
+        /// Why the transaction could not begin (busy, I/O, the database went
+        /// back), or nothing.
         const std::optional<coord::error>& failed() const noexcept { return error_; }
+        /// The floors the store was initialized with, read with the
+        /// generation (a writing transaction only; zeros otherwise).
+        const coord::detail::stated_floors& floors() const noexcept { return floors_; }
         explicit operator bool() const noexcept { return open_; }
 
         /// The prepared statement of `sql` (prepared once per connection), reset.
@@ -381,6 +403,7 @@ public:
         bool locked_ = false;
         bool open_ = false;
         std::uint64_t generation_ = 0;  // this write's, once counted
+        coord::detail::stated_floors floors_;
         std::optional<coord::error> error_;
     };
 
@@ -422,7 +445,8 @@ public:
             const bool ok = ::pwrite(side_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
             unlock();
             if (!ok) return unexpected(coord::error(std::error_code(errno, std::system_category()), side));
-            seen_ = generation;
+            identity_ = identity;
+            recorded_ = seen_ = generation;
             counting_ = true;
             return {};
         }
@@ -431,17 +455,123 @@ public:
         if (!recorded)
             return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
                                            side + ": not coord's record of the database's generation"));
-        if (recorded->first != identity)
-            return unexpected(went_back("it is not the database coord last wrote there (its identity is " + identity +
-                                        ", " + side + " records " + recorded->first +
-                                        "): the file was deleted or replaced, and made again"));
-        if (generation < recorded->second)
-            return unexpected(went_back("its generation is " + std::to_string(generation) + ", below the " +
-                                        std::to_string(recorded->second) + " recorded in " + side +
-                                        ": an older copy of the database was put back"));
+        identity_ = identity;
+        recorded_ = recorded->second;
         seen_ = generation;
         counting_ = true;
+        if (recorded->first != identity)
+            went_back_ = went_back("it is not the database coord last wrote there (its identity is " + identity + ", " +
+                                   side + " records " + recorded->first +
+                                   "): the file was deleted or replaced, and made again");
+        else if (generation < recorded->second)
+            went_back_ = went_back("its generation is " + std::to_string(generation) + ", below the " +
+                                   std::to_string(recorded->second) + " recorded in " + side +
+                                   ": an older copy of the database was put back");
         return {};
+    }
+
+    /// Why every call on this database is refused (it went back), or nothing.
+    const std::optional<coord::error>& went_back_error() const noexcept { return went_back_; }
+
+    /// The recovery: in one write transaction, a new identity and a
+    /// generation above every count seen (the database's, PATH-coord's,
+    /// this object's), `f` kept in coord_store, fence records, segment
+    /// counters and reservations raised to the floors; then PATH-coord
+    /// records the new identity and generation. Refused with
+    /// store_already_initialized unless `replace` (a database is
+    /// initialized when first opened). Returns the new identity.
+    result<std::string> reinitialize(const coord::detail::stated_floors& f, bool replace) {
+        if (!replace)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
+                                           "coord SQLite store " + path_.string() +
+                                               " is already initialized (when it was first opened); replacing its "
+                                               "identity (--force) makes every process that opened it reopen"));
+        if (!mutex_.try_lock_for(opts_.busy_timeout))
+            return unexpected(coord::error(make_error_code(errc::lock_timeout),
+                                           path_.string() + ": another thread of this process held the database"));
+        struct unlock_t {
+            detail::timed_lock& m;
+            ~unlock_t() { m.unlock(); }
+        } unlock{mutex_};
+        if (int rc = exec_raw("BEGIN IMMEDIATE"); rc != SQLITE_OK) return unexpected(detail::error_of(rc, db_, path_.string()));
+        auto fail = [&](coord::error e) {
+            (void)exec_raw("ROLLBACK");
+            return result<std::string>(unexpected(std::move(e)));
+        };
+        auto cur = prepare("SELECT generation FROM coord_store WHERE id = 1");
+        if (!cur) return fail(cur.error());
+        if ((*cur)->step() != SQLITE_ROW) {
+            (*cur)->reset();
+            return fail(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                     path_.string() + ": the coord_store row is missing"));
+        }
+        const std::uint64_t generation = std::max({(*cur)->u64(0), recorded_, seen_}) + 1;
+        (*cur)->reset();
+        std::string id = coord::detail::new_store_identity();
+        auto raise = [&](const char* sql, std::int64_t v) -> result<void> {
+            auto st = prepare(sql);
+            if (!st) return unexpected(st.error());
+            (*st)->bind(1, v);
+            const int rc = (*st)->step();
+            (*st)->reset();
+            if (rc != SQLITE_DONE) return unexpected(detail::error_of(rc, db_, path_.string()));
+            return {};
+        };
+        auto up = prepare("UPDATE coord_store SET identity = ?1, generation = ?2, segment_floor = ?3, fence_floor = ?4, "
+                          "ledger_floor_ms = ?5, reservation_floor_ms = ?6 WHERE id = 1");
+        if (!up) return fail(up.error());
+        (*up)->bind(1, id)
+            .bind(2, detail::as_i64(generation))
+            .bind(3, detail::as_i64(f.segment))
+            .bind(4, detail::as_i64(f.fence))
+            .bind(5, f.ledger_ms)
+            .bind(6, f.reservation_ms);
+        const int urc = (*up)->step();
+        (*up)->reset();
+        if (urc != SQLITE_DONE) return fail(detail::error_of(urc, db_, path_.string()));
+        // Tokens and counters are below 2^63 here (the store refuses larger
+        // floors), stored as they are.
+        for (auto [sql, v] : {std::pair{"UPDATE coord_fence SET highest = ?1, has_seq = 0, seq = 0 WHERE written AND "
+                                        "highest >= 0 AND highest < ?1",
+                                        detail::as_i64(f.fence)},
+                              std::pair{"UPDATE coord_segment SET next = ?1 WHERE next >= 0 AND next < ?1",
+                                        detail::as_i64(f.segment + 1)},
+                              std::pair{"UPDATE coord_reservation SET until_ms = ?1 WHERE until_ms < ?1", f.reservation_ms}})
+            if (auto r = raise(sql, v); !r) return fail(r.error());
+        if (int rc = exec_raw("COMMIT"); rc != SQLITE_OK) {
+            auto e = detail::error_of(rc, db_, path_.string());
+            const bool unsure = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CORRUPT;
+            if (sqlite3_get_autocommit(db_) == 0) (void)exec_raw("ROLLBACK");
+            if (unsure) return unexpected(coord::error(coord::make_error_code(coord::errc::outcome_unknown), e.message()));
+            return unexpected(std::move(e));
+        }
+        const std::string text = side_text(id, generation);
+        while (::flock(side_fd_, LOCK_EX) != 0)
+            if (errno != EINTR) return unexpected(coord::error(std::error_code(errno, std::system_category()), path_.string() + "-coord"));
+        const bool ok = ::pwrite(side_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
+        const int saved = errno;
+        (void)::flock(side_fd_, LOCK_UN);
+        if (!ok) return unexpected(coord::error(std::error_code(saved, std::system_category()), path_.string() + "-coord"));
+        identity_ = id;
+        recorded_ = seen_ = generation;
+        went_back_.reset();
+        return id;
+    }
+
+    /// The largest lease token the database granted (the fence floor
+    /// "now" is above it), read outside any transaction.
+    result<fence_token> largest_lease_token() {
+        std::unique_lock lock(mutex_, std::defer_lock);
+        if (!lock.try_lock_for(opts_.busy_timeout))
+            return unexpected(coord::error(make_error_code(errc::lock_timeout),
+                                           path_.string() + ": another thread of this process held the database"));
+        auto st = prepare("SELECT coalesce(max(last_token), 0) FROM coord_lease");
+        if (!st) return unexpected(st.error());
+        const int rc = (*st)->step();
+        const fence_token t = rc == SQLITE_ROW ? (*st)->u64(0) : 0;
+        (*st)->reset();
+        if (rc != SQLITE_ROW) return unexpected(detail::error_of(rc, db_, path_.string()));
+        return t;
     }
 
     /// Runs a statement with no parameters (a pragma, BEGIN, a migration's SQL).
@@ -487,19 +617,22 @@ private:
         return coord::error(coord::make_error_code(coord::errc::state_went_back),
                             "coord SQLite store " + path_.string() + " went back: " + what +
                                 "; nothing is answered from it. Put back the newest copy of the database (with its "
-                                "-wal file) if there is one; README: \"When a store goes back\"");
+                                "-wal file) if there is one; otherwise recover stating floors above everything it "
+                                "handed out: coordctl store init --store sqlite:PATH --force --segment-floor N "
+                                "--fence-floor now --ledger-floor now (README: \"When a store goes back\")");
     }
 
     // Inside a write transaction: the database's count of write
     // transactions raised; refused when it was below what this object
     // committed before (the file went back under it).
-    result<std::uint64_t> next_generation() {
+    result<std::uint64_t> next_generation(coord::detail::stated_floors& floors) {
         auto up = prepare("UPDATE coord_store SET generation = generation + 1 WHERE id = 1");
         if (!up) return unexpected(up.error());
         const int urc = (*up)->step();
         (*up)->reset();
         if (urc != SQLITE_DONE) return unexpected(detail::error_of(urc, db_, path_.string()));
-        auto st = prepare("SELECT generation FROM coord_store WHERE id = 1");
+        auto st = prepare("SELECT generation, identity, segment_floor, fence_floor, ledger_floor_ms, reservation_floor_ms "
+                          "FROM coord_store WHERE id = 1");
         if (!st) return unexpected(st.error());
         const int rc = (*st)->step();
         if (rc != SQLITE_ROW) {
@@ -507,7 +640,13 @@ private:
             return unexpected(detail::error_of(rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, db_, path_.string()));
         }
         const std::uint64_t g = (*st)->u64(0);
+        const bool same = (*st)->text(1) == identity_;
+        floors = {(*st)->u64(2), (*st)->u64(3), (*st)->i64(4), (*st)->i64(5)};
         (*st)->reset();
+        if (!same)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::store_identity_changed),
+                                           "coord SQLite store " + path_.string() +
+                                               " was initialized again since this store object opened it: open it again"));
         if (g <= seen_)
             return unexpected(went_back("its generation is " + std::to_string(g - 1) + ", below the " +
                                         std::to_string(seen_) + " this process committed"));
@@ -538,6 +677,9 @@ private:
     int side_fd_ = -1;
     bool counting_ = false;   // write transactions raise coord_store's generation
     std::uint64_t seen_ = 0;  // the largest generation this object read or committed
+    std::uint64_t recorded_ = 0;  // PATH-coord's generation when this object opened
+    std::string identity_;        // the database's identity when this object opened (or initialized) it
+    std::optional<coord::error> went_back_;  // set when opened: every call is refused
     detail::timed_lock mutex_;
     std::unordered_map<std::string, std::unique_ptr<detail::statement>> statements_;
 };

@@ -7,7 +7,8 @@
 // written, COMMIT. fence_update's fn runs once, inside the transaction; if
 // it throws, the transaction rolls back and the exception propagates.
 // Statements per call: a write 4 (BEGIN, SELECT, upsert, COMMIT); a refusal
-// 3 (the upsert skipped); a read 3 (BEGIN, SELECT, COMMIT).
+// 3 (the upsert skipped); a read 3 (BEGIN, SELECT, COMMIT). A key without a
+// record refuses tokens below the store's fence floor (store::initialize).
 #pragma once
 
 #include <optional>
@@ -62,6 +63,10 @@ private:
         auto loaded = load(t, key);
         if (!loaded) return unexpected(write_error{loaded.error(), 0});
         record rec = loaded->value_or(record{});
+        if (!*loaded && t.floors().fence > 0) {  // a key without a record may have lost it: the floor
+            rec.highest = t.floors().fence;
+            rec.written = true;
+        }
         auto ruled = coord::detail::fence_rule::apply(rec, token, seq, std::forward<Assign>(assign));
         if (!ruled) return ruled;  // refused: the transaction rolls back, nothing changed
         auto st = t.prepare("INSERT INTO coord_fence VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (key) DO UPDATE SET "

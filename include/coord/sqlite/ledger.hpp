@@ -167,6 +167,10 @@ private:
         if (!loaded) return unexpected(loaded.error());
         rec = loaded->value_or(ledger_record{});
         if (!*loaded) rec.key = q.key;
+        // A slot scheduled at or before the ledger floor is not run again
+        // (its done record may have been lost); a done record still replays.
+        if (q.scheduled.count() <= t.floors().ledger_ms && rec.state != ledger_record::state_t::done)
+            return coord::detail::ledger_rule::expired();
         return coord::detail::ledger_rule::claim(rec, q, now);
     }
 

@@ -30,6 +30,7 @@ public:
         auto row = t.next(**st);
         if (!row) return infra(row.error());
         coord::detail::reservation_rule::record rec;
+        rec.until_ms = t.floors().reservation_ms;  // a key without a record starts at the floor
         if (*row) {
             rec.highest = (*st)->u64(0);
             rec.until_ms = (*st)->i64(1);

@@ -60,6 +60,12 @@ CREATE TABLE coord_store (id INTEGER PRIMARY KEY CHECK (id = 1), identity TEXT N
   generation INTEGER NOT NULL);
 INSERT INTO coord_store VALUES (1, lower(hex(randomblob(16))), 0);
 )SQL"},
+        {4, "the floors a recovery states (store::initialize): where a record is missing, coord answers from them", R"SQL(
+ALTER TABLE coord_store ADD COLUMN segment_floor INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE coord_store ADD COLUMN fence_floor INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE coord_store ADD COLUMN ledger_floor_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE coord_store ADD COLUMN reservation_floor_ms INTEGER NOT NULL DEFAULT 0;
+)SQL"},
     };
     return all;
 }

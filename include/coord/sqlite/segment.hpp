@@ -3,7 +3,8 @@
 //
 // segment_allocate is one transaction: the tag's row read, the segment rule
 // (coord/rules/segment.hpp) advanced, the row written, so ranges never
-// overlap across the processes sharing the file. Statements: 4.
+// overlap across the processes sharing the file. Statements: 4. A tag
+// without a counter continues above the store's segment floor.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ public:
         auto row = t.next(**st);
         if (!row) return unexpected(row.error());
         coord::detail::segment_rule::record rec;
+        rec.next = t.floors().segment + 1;  // a tag without a counter continues above the floor
         if (*row) {
             rec.next = (*st)->u64(0);
             (*st)->reset();

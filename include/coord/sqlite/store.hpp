@@ -25,13 +25,17 @@
 // file through SQLite's locks.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "coord/clock.hpp"
 #include "coord/detail/engine_store.hpp"
 #include "coord/detail/store_aliases.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/sqlite/connection.hpp"
 #include "coord/sqlite/context.hpp"
 #include "coord/sqlite/fence.hpp"
@@ -64,14 +68,50 @@ public:
     /// this library's version. Throws std::invalid_argument for an option
     /// out of range; store_error naming the file when it is not a regular
     /// file, has other hard links, is not a database, is corrupt, cannot be
-    /// written, or its schema is newer; store_error with
-    /// coord::errc::state_went_back when it is not the database coord last
-    /// wrote at this path, or an older copy of it (connection.hpp, "Going
-    /// back"). Nothing is ever reset.
+    /// written, or its schema is newer. When it is not the database coord
+    /// last wrote at this path, or an older copy of it (connection.hpp,
+    /// "Going back"), the store opens and every call on it is refused with
+    /// coord::errc::state_went_back (went_back() says why) until
+    /// initialize(floors, true) recovers it. Nothing is ever reset.
     explicit basic_store(const std::filesystem::path& path, Clock clock = Clock{}, options opts = {})
         : base(path, std::move(clock), opts) {
         if (auto m = migrate(engine().db()); !m) throw store_error(m.error(), "coord SQLite store " + m.error().detail());
         if (auto w = engine().db().watch_generations(); !w) throw store_error(w.error(), w.error().detail());
+    }
+
+    /// Why every call is refused (the database went back), or nothing.
+    const std::optional<coord::error>& went_back() const noexcept { return engine().db().went_back_error(); }
+
+    /// The recovery after the database went back (or any time a new
+    /// identity is wanted): a new identity and generation, with the floors
+    /// `f` states: fence records below the fence floor are raised to it and
+    /// a key without a record refuses tokens below it, a segment tag
+    /// continues above the segment floor, a slot scheduled at or before the
+    /// ledger floor is not run again (a done record still replays), and a
+    /// time reservation starts at the reservation floor. Floors at or above
+    /// everything handed out before the database went back hand nothing
+    /// out twice (README, "When a store goes back"). "now" is the store's
+    /// clock (fence: its microseconds, and above every lease token the
+    /// database holds). A database is initialized when it is first opened:
+    /// refused with errc::store_already_initialized unless `replace`; every
+    /// other store object opened before is then refused
+    /// (store_identity_changed) until it reopens. One write transaction.
+    /// Returns the new identity. Throws std::invalid_argument for a segment
+    /// or fence floor of 2^63 or more.
+    result<std::string> initialize(const initial_floors& f, bool replace = false) {
+        constexpr std::uint64_t limit = 0x7ffffffffffffffeull;
+        if (f.segment > limit) throw std::invalid_argument("coord::sqlite: the segment floor must be below 2^63-1");
+        if (f.fence > limit) throw std::invalid_argument("coord::sqlite: the fence floor must be below 2^63-1");
+        const std::int64_t now_ns = since_epoch_ns(engine().clock().now());
+        coord::detail::stated_floors stated{f.segment, f.fence, f.ledger_ms, f.reservation_ms};
+        if (f.fence_now) {
+            auto largest = engine().db().largest_lease_token();
+            if (!largest) return unexpected(largest.error());
+            stated.fence = std::max<fence_token>(static_cast<fence_token>(now_ns / 1000), *largest + 1);
+        }
+        if (f.ledger_now) stated.ledger_ms = now_ns / 1'000'000;
+        if (f.reservation_now) stated.reservation_ms = now_ns / 1'000'000;
+        return engine().db().reinitialize(stated, replace);
     }
 
     /// The database file's path, resolved.
