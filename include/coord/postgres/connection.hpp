@@ -649,35 +649,23 @@ public:
                                     bool prepare = true) {
             if (auto c = ready(); !c) return unexpected(c.error());
             if (!seen_ || !prepare || params.empty()) return c_->exec(sql, params, writes, prepare, until_);
-            auto r = pipeline({{sql, params}}, writes);
+            auto r = guarded({guard_step(), {sql, params}}, 0, writes);
             if (!r) return unexpected(r.error());
             return std::move(r->front());
         }
         result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            const bool guarded =
-                seen_ && std::any_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); });
-            if (!guarded) return c_->pipeline(steps, writes, until_);
-            const std::string seen = seen_->get();
+            if (!seen_ || std::none_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); }))
+                return c_->pipeline(steps, writes, until_);
             const std::size_t at = !steps.empty() && std::string_view(steps.front().sql) == "BEGIN" ? 1 : 0;
-            std::vector<detail::step> all(steps.begin(), steps.end());
-            all.insert(all.begin() + static_cast<std::ptrdiff_t>(at),
-                       detail::step{"SELECT coord_guard($1)", {detail::param(seen)}});
-            auto r = c_->pipeline(all, writes, until_);
-            if (!r) {
-                // A schema gone under a store object that saw it went back.
-                if (r.error() == coord::errc::store_uninitialized && !seen.empty())
-                    return unexpected(detail::went_back_error(
-                        "this store object saw it initialized, and its identity or tables are gone now"));
-                return unexpected(r.error());
-            }
-            if ((*r)[at].rows() != 1) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard"));
-            seen_->saw((*r)[at].text(0, 0));
-            std::vector<detail::answer> out;
-            for (std::size_t i = 0; i < r->size(); ++i)
-                if (i != at) out.push_back(std::move((*r)[i]));
-            return out;
+            std::vector<detail::step> all;
+            all.reserve(steps.size() + 1);
+            all.insert(all.end(), steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(at));
+            all.push_back(guard_step());
+            all.insert(all.end(), steps.begin() + static_cast<std::ptrdiff_t>(at), steps.end());
+            return guarded(std::move(all), at, writes);
         }
+
         /// LISTENs on `channel` (an identifier the engine made) until
         /// unlisten(): notifications wait on the connection meanwhile.
         result<void> listen(const std::string& channel) {
@@ -703,6 +691,28 @@ public:
         }
 
     private:
+        detail::step guard_step() const { return {"SELECT coord_guard($1)", {detail::param(seen_->get())}}; }
+
+        // `all` with the guard at `at`, in one round trip; the guard's answer
+        // is checked and left out of what is returned.
+        result<std::vector<detail::answer>> guarded(std::vector<detail::step> all, std::size_t at, bool writes) {
+            const bool saw = !all[at].params.front().text->empty();
+            auto r = c_->pipeline(all, writes, until_);
+            if (!r) {
+                // A schema gone under a store object that saw it went back.
+                if (r.error() == coord::errc::store_uninitialized && saw)
+                    return unexpected(detail::went_back_error(
+                        "this store object saw it initialized, and its identity or tables are gone now"));
+                return unexpected(r.error());
+            }
+            if ((*r)[at].rows() != 1) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard"));
+            seen_->saw((*r)[at].text(0, 0));
+            std::vector<detail::answer> out;
+            for (std::size_t i = 0; i < r->size(); ++i)
+                if (i != at) out.push_back(std::move((*r)[i]));
+            return out;
+        }
+
         result<void> ready() {
             if (!c_)
                 return unexpected(coord::error(make_error_code(errc::deadline_passed),

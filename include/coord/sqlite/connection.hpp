@@ -308,7 +308,16 @@ public:
     public:
         /// Takes the connection (within the busy timeout) and begins: IMMEDIATE
         /// when `writes` (the write lock first), else deferred (a snapshot).
-        transaction(database& d, bool writes) : d_(d), writes_(writes) {
+        /// Refused on a database that went back.
+        transaction(database& d, bool writes) : transaction(d, writes, false) {}
+        /// The recovery's transaction (database::reinitialize): it begins on
+        /// a database that went back.
+        struct recovering_t {};
+        static constexpr recovering_t recovering{};
+        transaction(database& d, bool writes, recovering_t) : transaction(d, writes, true) {}
+
+    private:
+        transaction(database& d, bool writes, bool recovering) : d_(d), writes_(writes) {
             if (!d.mutex_.try_lock_for(d.opts_.busy_timeout)) {
                 error_ = coord::error(make_error_code(errc::lock_timeout),
                                       d.path_.string() + ": another thread of this process held the database");
@@ -320,7 +329,7 @@ public:
                 return;
             }
             open_ = true;
-            if (d.went_back_) {
+            if (d.went_back_ && !recovering) {
                 error_ = *d.went_back_;
                 (void)d.exec_raw("ROLLBACK");
                 open_ = false;
@@ -337,6 +346,8 @@ public:
                 generation_ = *g;
             }
         }
+
+    public:
         transaction(const transaction&) = delete;
         transaction& operator=(const transaction&) = delete;
         ~transaction() {
@@ -479,56 +490,36 @@ public:
     /// counters and reservations raised to the floors; then PATH-coord
     /// records the new identity and generation. Refused with
     /// store_already_initialized unless `replace` (a database is
-    /// initialized when first opened). Returns the new identity.
-    result<std::string> reinitialize(const coord::detail::stated_floors& f, bool replace) {
+    /// initialized when first opened). With `fence_now`, the fence floor is
+    /// also above every lease token the database granted. Returns the new
+    /// identity.
+    result<std::string> reinitialize(coord::detail::stated_floors f, bool fence_now, bool replace) {
         if (!replace)
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
                                            "coord SQLite store " + path_.string() +
                                                " is already initialized (when it was first opened); replacing its "
                                                "identity (--force) makes every process that opened it reopen"));
-        if (!mutex_.try_lock_for(opts_.busy_timeout))
-            return unexpected(coord::error(make_error_code(errc::lock_timeout),
-                                           path_.string() + ": another thread of this process held the database"));
-        struct unlock_t {
-            detail::timed_lock& m;
-            ~unlock_t() { m.unlock(); }
-        } unlock{mutex_};
-        if (int rc = exec_raw("BEGIN IMMEDIATE"); rc != SQLITE_OK) return unexpected(detail::error_of(rc, db_, path_.string()));
-        auto fail = [&](coord::error e) {
-            (void)exec_raw("ROLLBACK");
-            return result<std::string>(unexpected(std::move(e)));
-        };
-        auto cur = prepare("SELECT generation FROM coord_store WHERE id = 1");
-        if (!cur) return fail(cur.error());
-        if ((*cur)->step() != SQLITE_ROW) {
-            (*cur)->reset();
-            return fail(coord::error(coord::make_error_code(coord::errc::state_corrupt),
-                                     path_.string() + ": the coord_store row is missing"));
-        }
+        transaction t(*this, true, transaction::recovering);
+        if (!t) return unexpected(*t.failed());
+        auto cur = t.prepare("SELECT (SELECT generation FROM coord_store WHERE id = 1), "
+                             "(SELECT coalesce(max(last_token), 0) FROM coord_lease)");
+        if (!cur) return unexpected(cur.error());
+        auto row = t.next(**cur);
+        if (!row) return unexpected(row.error());
         const std::uint64_t generation = std::max({(*cur)->u64(0), recorded_, seen_}) + 1;
+        if (fence_now) f.fence = std::max<fence_token>(f.fence, (*cur)->u64(1) + 1);  // above every lease token
         (*cur)->reset();
-        std::string id = coord::detail::new_store_identity();
-        auto raise = [&](const char* sql, std::int64_t v) -> result<void> {
-            auto st = prepare(sql);
-            if (!st) return unexpected(st.error());
-            (*st)->bind(1, v);
-            const int rc = (*st)->step();
-            (*st)->reset();
-            if (rc != SQLITE_DONE) return unexpected(detail::error_of(rc, db_, path_.string()));
-            return {};
-        };
-        auto up = prepare("UPDATE coord_store SET identity = ?1, generation = ?2, segment_floor = ?3, fence_floor = ?4, "
-                          "ledger_floor_ms = ?5, reservation_floor_ms = ?6 WHERE id = 1");
-        if (!up) return fail(up.error());
+        const std::string id = coord::detail::new_store_identity();
+        auto up = t.prepare("UPDATE coord_store SET identity = ?1, generation = ?2, segment_floor = ?3, fence_floor = ?4, "
+                            "ledger_floor_ms = ?5, reservation_floor_ms = ?6 WHERE id = 1");
+        if (!up) return unexpected(up.error());
         (*up)->bind(1, id)
             .bind(2, detail::as_i64(generation))
             .bind(3, detail::as_i64(f.segment))
             .bind(4, detail::as_i64(f.fence))
             .bind(5, f.ledger_ms)
             .bind(6, f.reservation_ms);
-        const int urc = (*up)->step();
-        (*up)->reset();
-        if (urc != SQLITE_DONE) return fail(detail::error_of(urc, db_, path_.string()));
+        if (auto w = t.run(**up); !w) return unexpected(w.error());
         // Tokens and counters are below 2^63 here (the store refuses larger
         // floors), stored as they are.
         for (auto [sql, v] : {std::pair{"UPDATE coord_fence SET highest = ?1, has_seq = 0, seq = 0 WHERE written AND "
@@ -536,15 +527,13 @@ public:
                                         detail::as_i64(f.fence)},
                               std::pair{"UPDATE coord_segment SET next = ?1 WHERE next >= 0 AND next < ?1",
                                         detail::as_i64(f.segment + 1)},
-                              std::pair{"UPDATE coord_reservation SET until_ms = ?1 WHERE until_ms < ?1", f.reservation_ms}})
-            if (auto r = raise(sql, v); !r) return fail(r.error());
-        if (int rc = exec_raw("COMMIT"); rc != SQLITE_OK) {
-            auto e = detail::error_of(rc, db_, path_.string());
-            const bool unsure = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CORRUPT;
-            if (sqlite3_get_autocommit(db_) == 0) (void)exec_raw("ROLLBACK");
-            if (unsure) return unexpected(coord::error(coord::make_error_code(coord::errc::outcome_unknown), e.message()));
-            return unexpected(std::move(e));
+                              std::pair{"UPDATE coord_reservation SET until_ms = ?1 WHERE until_ms < ?1", f.reservation_ms}}) {
+            auto st = t.prepare(sql);
+            if (!st) return unexpected(st.error());
+            (*st)->bind(1, v);
+            if (auto w = t.run(**st); !w) return unexpected(w.error());
         }
+        if (auto c = t.commit(); !c) return unexpected(c.error());
         const std::string text = side_text(id, generation);
         while (::flock(side_fd_, LOCK_EX) != 0)
             if (errno != EINTR) return unexpected(coord::error(std::error_code(errno, std::system_category()), path_.string() + "-coord"));
@@ -556,22 +545,6 @@ public:
         recorded_ = seen_ = generation;
         went_back_.reset();
         return id;
-    }
-
-    /// The largest lease token the database granted (the fence floor
-    /// "now" is above it), read outside any transaction.
-    result<fence_token> largest_lease_token() {
-        std::unique_lock lock(mutex_, std::defer_lock);
-        if (!lock.try_lock_for(opts_.busy_timeout))
-            return unexpected(coord::error(make_error_code(errc::lock_timeout),
-                                           path_.string() + ": another thread of this process held the database"));
-        auto st = prepare("SELECT coalesce(max(last_token), 0) FROM coord_lease");
-        if (!st) return unexpected(st.error());
-        const int rc = (*st)->step();
-        const fence_token t = rc == SQLITE_ROW ? (*st)->u64(0) : 0;
-        (*st)->reset();
-        if (rc != SQLITE_ROW) return unexpected(detail::error_of(rc, db_, path_.string()));
-        return t;
     }
 
     /// Runs a statement with no parameters (a pragma, BEGIN, a migration's SQL).

@@ -104,14 +104,10 @@ public:
         if (f.fence > limit) throw std::invalid_argument("coord::sqlite: the fence floor must be below 2^63-1");
         const std::int64_t now_ns = since_epoch_ns(engine().clock().now());
         coord::detail::stated_floors stated{f.segment, f.fence, f.ledger_ms, f.reservation_ms};
-        if (f.fence_now) {
-            auto largest = engine().db().largest_lease_token();
-            if (!largest) return unexpected(largest.error());
-            stated.fence = std::max<fence_token>(static_cast<fence_token>(now_ns / 1000), *largest + 1);
-        }
+        if (f.fence_now) stated.fence = static_cast<fence_token>(now_ns / 1000);
         if (f.ledger_now) stated.ledger_ms = now_ns / 1'000'000;
         if (f.reservation_now) stated.reservation_ms = now_ns / 1'000'000;
-        return engine().db().reinitialize(stated, replace);
+        return engine().db().reinitialize(stated, f.fence_now, replace);
     }
 
     /// The database file's path, resolved.
