@@ -97,7 +97,8 @@ constexpr const char* usage_text =
     "                (postgres:, redis://, zookeeper://: once before first use, and after it lost its data or was\n"
     "                 restored: what needs its data is refused until then; the floors state what it handed out\n"
     "                 before, so nothing is handed out twice: a new store takes 0 0 none; the reservation floor\n"
-    "                 defaults to now; refused when initialized unless --force; other stores need none)\n"
+    "                 defaults to now; refused when initialized unless --force; file:, sqlite:: with --force,\n"
+    "                 the recovery of a store refused as gone back; etcd:// and memory need none)\n"
     "  fence write   --store S --key K --token N --value V\n"
     "  fence read    --store S --key K\n"
     "  lease acquire --store S --name N [--owner O] --ttl MILLISECONDS [--wait DURATION]\n"
@@ -1325,9 +1326,11 @@ int jwt_command(std::string_view verb, const std::vector<std::string_view>& args
 // `store init`: the explicit step a store that can lose its data needs before
 // first use and after a loss (Redis: its identity key, which every script
 // that needs the store's data checks; ZooKeeper: its root and identity node,
-// which every create of a record checks), with the operator's statement of what
-// the store handed out before (the floors), so that a store that lost its
-// data never hands anything out twice. A no-op for stores that need none.
+// which every create of a record checks; PostgreSQL: its identity row), or
+// the recovery of one that went back (SQLite, the file store: --force), with
+// the operator's statement of what the store handed out before (the floors),
+// so that a store that lost its data never hands anything out twice. A no-op
+// for stores that need none.
 int store_command(std::string_view verb, const std::vector<std::string_view>& args) {
     if (verb != "init") throw usage_error("unknown store command: " + printable(verb));
     options o(args, {"store", "segment-floor", "fence-floor", "ledger-floor", "reservation-floor"}, {"force"});
@@ -1377,7 +1380,9 @@ int store_command(std::string_view verb, const std::vector<std::string_view>& ar
                 }
                 return infra(store, r.error());
             }
-            std::printf("initialized: identity %s\n", r->c_str());
+            // A file store has no identity: its new generation tells its copies apart.
+            constexpr bool file = std::is_same_v<std::remove_cvref_t<decltype(store)>, coord::file_store>;
+            std::printf("initialized: %s %s\n", file ? "generation" : "identity", r->c_str());
             return exit_ok;
         }
         (void)store;

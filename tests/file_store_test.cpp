@@ -382,13 +382,16 @@ TEST(FileStoreIdentity, StateThatWentBackBetweenProcessesIsRefused) {
         EXPECT_EQ(second, first + 1);  // the clock stood still: the counter
     }
     const auto newest = slurp(path);
+    // It opens (so that it can be recovered), and refuses every operation.
     auto refused = [&](const char* what) {
-        try {
-            store_t s{path, clock};
-            ADD_FAILURE() << what << ": opened, and would reissue the second token";
-        } catch (const coord::store_error& e) {
-            EXPECT_EQ(e.code(), coord::errc::state_went_back) << what << ": " << e.what();
-        }
+        store_t s{path, clock};
+        coord::basic_lease_manager leases{s};
+        auto l = leases.acquire("n", "B", 1s);
+        ASSERT_FALSE(l) << what << ": granted token " << l->token << " after " << second;
+        EXPECT_EQ(l.error(), coord::errc::state_went_back) << what;
+        EXPECT_EQ(s.fence_read("k").error(), coord::errc::state_went_back) << what;
+        const auto why = s.segment_allocate("ids", 1).error().message();
+        EXPECT_NE(why.find("store init --store file:"), std::string::npos) << what << ": " << why;
     };
     spit(path, old_copy);
     refused("an older copy put back");
@@ -411,6 +414,78 @@ TEST(FileStoreIdentity, StateThatWentBackBetweenProcessesIsRefused) {
     store_t fresh{path, clock};
     coord::basic_lease_manager leases{fresh};
     EXPECT_GT(leases.acquire("n", "C", 1s)->token, second + 1);
+}
+
+// The recovery of a state file put back from an older copy, or deleted:
+// initialize(floors, true), which the refusal names, hands out no lease
+// token, fence acceptance, segment ID or done slot twice, and the store
+// opens again for every process.
+TEST(FileStoreIdentity, TheRecoveryOfAStoreThatWentBackHandsNothingOutTwice) {
+    scratch_dir dir;
+    coord::manual_clock clock{coord::test::test_epoch()};
+    const auto path = dir / "state";
+    std::string old_copy;
+    coord::fence_token token = 0;
+    coord::segment_range ids{};
+    {
+        store_t s{path, clock};
+        ASSERT_TRUE(s.fence_write("old", 1, "in the copy"));
+        ASSERT_TRUE(s.segment_allocate("ids", 100));
+        old_copy = slurp(path);
+        // After the copy: a lease, fenced writes (a key the copy has, one it
+        // has not), IDs, a done slot.
+        auto a = s.lease_acquire("n", "A", 1h);
+        ASSERT_TRUE(a);
+        token = a->token;
+        ASSERT_TRUE(s.fence_write("old", token, "by A"));
+        ASSERT_TRUE(s.fence_write("new", token, "by A"));
+        ids = *s.segment_allocate("ids", 100);
+        auto c = s.ledger_claim(coord::test::old_slot_claim("job@1"));
+        ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
+        ASSERT_TRUE(s.ledger_complete("job@1", c->fence, "done", 24h));
+    }
+    for (const bool deleted : {false, true}) {
+        SCOPED_TRACE(deleted ? "the state file deleted" : "an older copy put back");
+        if (deleted) std::filesystem::remove(path);
+        else spit(path, old_copy);
+        clock.advance(1s);  // the recovery comes after the grants it covers
+        store_t s{path, clock};
+        EXPECT_EQ(s.fence_write("old", 2, "late").error(), coord::errc::state_went_back);
+        coord::initial_floors floors;
+        floors.segment = ids.end - 1;
+        floors.fence_now = true;
+        floors.ledger_now = true;
+        auto init = s.initialize(floors);
+        ASSERT_FALSE(init);
+        EXPECT_EQ(init.error(), coord::errc::store_already_initialized) << init.error().message();
+        auto g = s.initialize(floors, /*replace=*/true);
+        ASSERT_TRUE(g) << g.error().message();
+        for (const char* key : {"old", "new"}) {
+            auto stale = s.fence_write(key, token, "late");
+            ASSERT_FALSE(stale) << key << ": A's token " << token << " accepted after the recovery";
+            EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+        }
+        auto b = s.lease_acquire("n", "B", 1h);
+        ASSERT_TRUE(b);
+        EXPECT_GT(b->token, token);
+        ASSERT_TRUE(s.fence_write("new", b->token, "by B"));
+        auto more = s.segment_allocate("ids", 100);
+        ASSERT_TRUE(more);
+        EXPECT_GE(more->begin, ids.end);
+        auto other = s.segment_allocate("a tag the copy never had", 1);
+        ASSERT_TRUE(other);
+        EXPECT_GE(other->begin, ids.end);
+        auto done = s.ledger_claim(coord::test::old_slot_claim("job@1"));
+        ASSERT_TRUE(done);
+        EXPECT_EQ(done->kind, coord::claim_outcome::expired);  // not run again
+        ASSERT_TRUE(s.lease_release("n", "B", b->token));
+        token = b->token;
+        // Another process opens the recovered store, floors and all.
+        store_t again{path, clock};
+        EXPECT_EQ(again.fence_write("never written", 5, "x").error(), coord::errc::stale_fence);
+        EXPECT_GE(again.segment_allocate("another tag", 1)->begin, ids.end);
+        ids = *again.segment_allocate("ids", 1);  // the largest ID handed out: ids.end - 1
+    }
 }
 
 // A lock file removed while a process waited on it never yields an

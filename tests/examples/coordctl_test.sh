@@ -224,6 +224,23 @@ expect 3 "held by A" -- lease acquire --store "file:$dir//idstate" --name n --ow
 rm "$dir/idstate"
 expect 1 "" -- lease acquire --store "file:$dir/idstate" --name n --owner B --ttl 600000
 grep -q "went back" "$dir/stderr" || { echo "FAIL: a deleted state file: $(cat "$dir/stderr")"; failures=$((failures + 1)); }
+# The recovery the refusal names: store init --force with floors (without
+# --force: refused, 3); afterwards no token, fence acceptance or ID again.
+grep -q "coordctl store init --store file:.*--force" "$err" || fail "the refusal does not name the recovery: $(cat "$err")"
+out=$("$ctl" store init --store "file:$dir/idstate" --segment-floor 500 --fence-floor now --ledger-floor now); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "refused: "*"--force"* ]] || fail "store init without --force: rc=$rc '$out'"
+out=$("$ctl" store init --store "file:$dir/idstate" --segment-floor 500 --fence-floor now --ledger-floor now --force); rc=$?
+[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ generation\ [0-9]+$ ]] || fail "store init --force: rc=$rc '$out'"
+expect 0 "501" -- segment next --store "file:$dir/idstate" --tag t
+grant t2 -- lease acquire --store "file:$dir/idstate" --name n --owner B --ttl 600000
+above "$t" "$t2" "a grant after the recovery"
+out=$("$ctl" fence write --store "file:$dir/idstate" --key k --token "$t" --value late); rc=$?
+[ "$rc" = 3 ] && [[ "$out" == "rejected: stale fence (highest "* ]] || fail "A's token after the recovery: rc=$rc '$out'"
+# A new file store needs no init; one that takes over from a lost store
+# states floors (generation 1) and hands out nothing below them.
+expect 0 "initialized: generation 1" -- store init --store "file:$dir/fresh" --segment-floor 7 --fence-floor 9 --ledger-floor none
+expect 0 "8" -- segment next --store "file:$dir/fresh" --tag t
+expect 3 "rejected: stale fence (highest 9)" -- fence write --store "file:$dir/fresh" --key k --token 8 --value v
 mkfifo "$dir/fifo"
 out=$(timeout 20 "$ctl" fence read --store "file:$dir/fifo" --key k 2>"$dir/stderr"); rc=$?
 [ "$rc" = 1 ] && grep -q "not a regular file" "$dir/stderr" \

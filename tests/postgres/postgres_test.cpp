@@ -103,16 +103,6 @@ TEST(PostgresRestore, ASchemaRestoredFromAnOlderDumpNeverHandsOutALeaseTokenAgai
 
 namespace restore {
 
-coord::ledger_claim_request slot(const std::string& key) {
-    coord::ledger_claim_request q;
-    q.key = key;
-    q.scheduled = 1'700'000'000'000ms;
-    q.worker = "w";
-    q.lease_ttl = 30s;
-    q.replay_window = std::chrono::hours(24 * 365 * 100);
-    return q;
-}
-
 std::string bin() {
     const char* env = std::getenv("COORD_PG_BIN");
     return env && *env ? env : "/usr/lib/postgresql/15/bin";
@@ -136,8 +126,9 @@ void drop_and_restore(const std::string& schema, const std::string& file) {
 
 }  // namespace restore
 
-// A store object that saw a later state refuses every call after the schema
-// was restored from an older pg_dump (the guard: the identity row was
+// A store object that saw a later state refuses every call but the lease's
+// (whose tokens never go back) after the schema was restored from an older
+// pg_dump (the guard: the identity row was
 // written again); a process started after the restore cannot tell, and the
 // recovery the README gives (store init --force with floors) hands out no
 // lease token, fence acceptance, segment ID or done slot twice.
@@ -148,15 +139,18 @@ TEST(PostgresRestore, ASchemaRestoredFromADumpIsRefusedByAStoreThatSawLaterState
     coord::postgres::store store{conninfo};
     auto first = store.segment_allocate("ids", 100);
     ASSERT_TRUE(first) << first.error().message();
+    ASSERT_TRUE(store.fence_write("g", 1, "in the dump"));
     restore::dump(schema, file);
 
-    // After the backup: a lease, a fenced write, IDs, a done slot.
+    // After the backup: a lease, fenced writes (to a key the dump has and
+    // to one it has not), IDs, a done slot.
     auto a = store.lease_acquire("n", "A", 1h);
     ASSERT_TRUE(a) << a.error().code.message();
     ASSERT_TRUE(store.fence_write("f", a->token, "by A"));
+    ASSERT_TRUE(store.fence_write("g", a->token, "by A"));
     auto ids = store.segment_allocate("ids", 100);
     ASSERT_TRUE(ids) << ids.error().message();
-    auto c = store.ledger_claim(restore::slot("job@1"));
+    auto c = store.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
     ASSERT_TRUE(store.ledger_complete("job@1", c->fence, "done", 24h));
 
@@ -167,16 +161,22 @@ TEST(PostgresRestore, ASchemaRestoredFromADumpIsRefusedByAStoreThatSawLaterState
     ASSERT_FALSE(f) << "token 1 accepted after " << a->token;
     EXPECT_EQ(f.error(), coord::errc::state_went_back) << f.error().code.message();
     EXPECT_EQ(f.error().code, coord::condition::corrupt_state);
+    auto g = store.fence_write("g", 2, "late");  // the dump's record says 1
+    ASSERT_FALSE(g) << "token 2 accepted after " << a->token;
+    EXPECT_EQ(g.error(), coord::errc::state_went_back) << g.error().code.message();
     auto s = store.segment_allocate("ids", 100);
     ASSERT_FALSE(s) << "handed out " << s->begin << " again";
     EXPECT_EQ(s.error(), coord::errc::state_went_back) << s.error().message();
     EXPECT_NE(s.error().message().find("store init --force"), std::string::npos) << s.error().message();
-    auto replay = store.ledger_claim(restore::slot("job@1"));
+    auto replay = store.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_FALSE(replay) << "the done slot was answered with kind " << static_cast<int>(replay->kind);
     EXPECT_EQ(replay.error(), coord::errc::state_went_back) << replay.error().message();
+    // Leases carry no guard: a token rests on the server's clock, so the
+    // grant on the older state is still larger than A's.
     auto l = store.lease_acquire("n", "B", 1h);
-    ASSERT_FALSE(l);
-    EXPECT_EQ(l.error(), coord::errc::state_went_back) << l.error().code.message();
+    ASSERT_TRUE(l) << l.error().code.message();
+    EXPECT_GT(l->token, a->token);
+    ASSERT_TRUE(store.lease_release("n", "B", l->token));
 
     // A process started after the restore cannot tell (its state is the
     // dump's): it would hand out IDs again, which is what the recovery is for.
@@ -207,7 +207,7 @@ TEST(PostgresRestore, ASchemaRestoredFromADumpIsRefusedByAStoreThatSawLaterState
     auto other = fresh.segment_allocate("a tag the dump never had", 1);
     ASSERT_TRUE(other);
     EXPECT_GE(other->begin, ids->end);
-    auto done = fresh.ledger_claim(restore::slot("job@1"));
+    auto done = fresh.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_TRUE(done) << done.error().message();
     EXPECT_EQ(done->kind, coord::claim_outcome::expired);  // not run again
     // The object that saw the old store: the identity changed.
@@ -228,6 +228,13 @@ TEST(PostgresRestore, ASchemaNeverInitializedOrDroppedIsRefusedAndNeverMadeAgain
         ASSERT_FALSE(f);
         EXPECT_EQ(f.error(), coord::errc::store_uninitialized) << f.error().code.message();
         EXPECT_NE(f.error().code.message().find("coordctl store init"), std::string::npos) << f.error().code.message();
+        auto s = store.segment_allocate("ids", 1);
+        ASSERT_FALSE(s) << "handed out " << s->begin << " from a store never initialized";
+        EXPECT_EQ(s.error(), coord::errc::store_uninitialized) << s.error().message();
+        // Leases need no store: their tokens rest on the server's clock.
+        auto l = store.lease_acquire("n", "A", 1s);
+        ASSERT_TRUE(l) << l.error().code.message();
+        ASSERT_TRUE(store.lease_release("n", "A", l->token));
         EXPECT_EQ(*store.server_identity(), "");
         auto id = store.initialize({});
         ASSERT_TRUE(id) << id.error().message();

@@ -280,12 +280,7 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedUntilTheRecoveryWhi
     scratch_dir dir;
     const fs::path db = dir / "coord.db";
     const fs::path old = dir / "old.db";
-    coord::ledger_claim_request q;
-    q.key = "job@1";
-    q.scheduled = 1'700'000'000'000ms;
-    q.worker = "w";
-    q.lease_ttl = 30s;
-    q.replay_window = std::chrono::hours(24 * 365 * 100);
+    const auto q = coord::test::old_slot_claim("job@1");
     {
         coord::sqlite::store store{db.string()};
         ASSERT_TRUE(store.fence_write("f", 100, "at 100"));

@@ -62,6 +62,20 @@ inline manual_clock::duration test_epoch() {
     return duration_cast<manual_clock::duration>(sys_days{year{2026} / 10 / 13}.time_since_epoch() + hours{9});
 }
 
+/// A claim of slot `key` scheduled at 2023-11-14T22:13:20Z, which a replay
+/// window of a century still admits: the restore tests' done slot, claimed
+/// directly on a store (ledger_store) before and after the store went back.
+inline ledger_claim_request old_slot_claim(const std::string& key) {
+    using namespace std::chrono_literals;
+    ledger_claim_request q;
+    q.key = key;
+    q.scheduled = 1'700'000'000'000ms;
+    q.worker = "w";
+    q.lease_ttl = 30s;
+    q.replay_window = std::chrono::hours(24 * 365 * 100);
+    return q;
+}
+
 /// Whether a factory's store floors new lease tokens by its clock (in
 /// microseconds: every store but etcd and ZooKeeper, whose tokens are the
 /// cluster's own counters, the revision and the zxid).

@@ -111,15 +111,6 @@ protected:
         const std::string c = std::string(COORD_ZK_SCRIPT) + " cli '" + COORD_ZK_DIR + "' " + command + " >/dev/null";
         ASSERT_EQ(std::system(c.c_str()), 0) << c;
     }
-    static coord::ledger_claim_request slot(const std::string& key) {
-        coord::ledger_claim_request q;
-        q.key = key;
-        q.scheduled = 1'700'000'000'000ms;
-        q.worker = "w";
-        q.lease_ttl = 30s;
-        q.replay_window = std::chrono::hours(24 * 365 * 100);
-        return q;
-    }
 };
 
 TEST_F(ZooKeeperRestore, ARootDeletedByAnotherClientIsRefusedNeverMadeAgainAndTheRecoveryHandsNothingOutTwice) {
@@ -129,7 +120,7 @@ TEST_F(ZooKeeperRestore, ARootDeletedByAnotherClientIsRefusedNeverMadeAgainAndTh
     ASSERT_TRUE(store.fence_write("f", a->token, "by A"));
     auto ids = store.segment_allocate("ids", 100);
     ASSERT_TRUE(ids) << ids.error().message();
-    auto c = store.ledger_claim(slot("job@1"));
+    auto c = store.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
     ASSERT_TRUE(store.ledger_complete("job@1", c->fence, "done", 24h));
 
@@ -142,7 +133,7 @@ TEST_F(ZooKeeperRestore, ARootDeletedByAnotherClientIsRefusedNeverMadeAgainAndTh
     auto s = store.segment_allocate("ids", 100);
     ASSERT_FALSE(s) << "handed out " << s->begin << " again";
     EXPECT_EQ(s.error(), coord::errc::state_went_back) << s.error().message();
-    auto replay = store.ledger_claim(slot("job@1"));
+    auto replay = store.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_FALSE(replay) << "the done slot was answered with kind " << replay->kind;
     EXPECT_EQ(replay.error(), coord::errc::state_went_back) << replay.error().message();
     auto l = store.lease_acquire("n", "B", 1h);
@@ -174,7 +165,7 @@ TEST_F(ZooKeeperRestore, ARootDeletedByAnotherClientIsRefusedNeverMadeAgainAndTh
     auto more = fresh.segment_allocate("ids", 100);
     ASSERT_TRUE(more) << more.error().message();
     EXPECT_GE(more->begin, ids->end);
-    auto done = fresh.ledger_claim(slot("job@1"));
+    auto done = fresh.ledger_claim(coord::test::old_slot_claim("job@1"));
     ASSERT_TRUE(done);
     EXPECT_EQ(done->kind, coord::claim_outcome::expired);  // not run again
     // The object that saw the old root: what needs a missing record checks

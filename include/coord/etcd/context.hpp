@@ -174,7 +174,7 @@ public:
         if (!r) return unexpected(r.error());
         auto a = parse_txn(*r);
         if (!a) return a;
-        if (auto back = went_back(before, a->revision)) return unexpected(std::move(*back));
+        if (auto back = went_back(before, a->revision, writes)) return unexpected(std::move(*back));
         return a;
     }
 
@@ -335,8 +335,9 @@ private:
         return r;
     }
 
-    // `before`: the highest revision answered before the call was sent.
-    std::optional<coord::error> went_back(std::int64_t before, std::int64_t revision) {
+    // `before`: the highest revision answered before the call was sent;
+    // `writes`: whether the call's transaction could write.
+    std::optional<coord::error> went_back(std::int64_t before, std::int64_t revision, bool writes) {
         auto seen = seen_.load(std::memory_order_relaxed);
         while (revision > seen && !seen_.compare_exchange_weak(seen, revision, std::memory_order_acq_rel)) {
         }
@@ -345,8 +346,10 @@ private:
                             "etcd answered at revision " + std::to_string(revision) + ", below the " +
                                 std::to_string(before) + " it answered this store object before: its state went back (a "
                                 "snapshot restored onto this endpoint?), and tokens and IDs handed out since could be "
-                                "handed out again. Refused; a write in this call landed on the older state. See the "
-                                "README's \"When a store goes back\"");
+                                "handed out again. Refused; " +
+                                std::string(writes ? "a write in this call may have landed on the older state"
+                                                   : "this call only read, and wrote nothing") +
+                                ". See the README's \"When a store goes back\"");
     }
 
     pool pool_;

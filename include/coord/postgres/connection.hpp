@@ -629,7 +629,8 @@ public:
     /// whose store is not the one this store object saw refuses the call
     /// before anything is applied (schema.hpp, coord_guard). Statements
     /// sent unprepared (an effect's SQL inside a guarded transaction) carry
-    /// none.
+    /// none; a hot path's statement compares the guard's value itself
+    /// (exec_checking).
     class call {
     public:
         // No connection in time: c_ stays empty and every statement says so.
@@ -666,6 +667,41 @@ public:
             return guarded(std::move(all), at, writes);
         }
 
+        /// What the guard checks this call against ("ID.XMIN" of the
+        /// store's coord_store row, as coord_guard answers it), learned by
+        /// running the guard alone when the store object saw none yet;
+        /// empty for an unguarded call. A statement on a hot path compares
+        /// it itself (exec_checking) instead of running the guard beside it.
+        result<std::string> seen() {
+            if (!seen_) return std::string();
+            if (auto v = seen_->get(); !v.empty()) return v;
+            if (auto g = check(); !g) return unexpected(g.error());
+            return seen_->get();
+        }
+        /// The guard alone, in a round trip of its own: why a statement that
+        /// checks the store itself changed and answered nothing.
+        result<void> check() {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            if (!seen_) return {};
+            auto r = guarded({guard_step()}, 0, false);
+            if (!r) return unexpected(r.error());
+            return {};
+        }
+        /// A statement that checks the store itself: it compares seen() with
+        /// `(SELECT identity || '.' || xmin::text FROM coord_store WHERE id
+        /// = 1)` (coord_guard's answer) and changes and answers nothing when
+        /// they differ; the caller then runs check(). Sent alone (one
+        /// statement, no pipeline): the hot paths' cost stays that of one
+        /// statement. The comparison's read of coord_store holds the same
+        /// shared lock as the guard to the end of the statement's transaction.
+        result<detail::answer> exec_checking(const char* sql, const std::vector<detail::param_value>& params,
+                                             bool writes) {
+            if (auto c = ready(); !c) return unexpected(c.error());
+            auto r = c_->exec(sql, params, writes, true, until_);
+            if (!r) return unexpected(gone_if_seen(r.error(), true));
+            return r;
+        }
+
         /// LISTENs on `channel` (an identifier the engine made) until
         /// unlisten(): notifications wait on the connection meanwhile.
         result<void> listen(const std::string& channel) {
@@ -698,19 +734,21 @@ public:
         result<std::vector<detail::answer>> guarded(std::vector<detail::step> all, std::size_t at, bool writes) {
             const bool saw = !all[at].params.front().text->empty();
             auto r = c_->pipeline(all, writes, until_);
-            if (!r) {
-                // A schema gone under a store object that saw it went back.
-                if (r.error() == coord::errc::store_uninitialized && saw)
-                    return unexpected(detail::went_back_error(
-                        "this store object saw it initialized, and its identity or tables are gone now"));
-                return unexpected(r.error());
-            }
+            if (!r) return unexpected(gone_if_seen(r.error(), saw));
             if ((*r)[at].rows() != 1) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard"));
             seen_->saw((*r)[at].text(0, 0));
             std::vector<detail::answer> out;
             for (std::size_t i = 0; i < r->size(); ++i)
                 if (i != at) out.push_back(std::move((*r)[i]));
             return out;
+        }
+
+        // A schema gone under a store object that saw it went back.
+        static coord::error gone_if_seen(coord::error e, bool saw) {
+            if (e == coord::errc::store_uninitialized && saw)
+                return detail::went_back_error(
+                    "this store object saw it initialized, and its identity or tables are gone now");
+            return e;
         }
 
         result<void> ready() {

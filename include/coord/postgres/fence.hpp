@@ -3,9 +3,11 @@
 //
 // Round trips:
 // - fence_write to a key that exists and passes the rule: 1 (an UPDATE whose
-//   WHERE is the rule); to a new key: 2 (then an INSERT ... ON CONFLICT under
-//   the same rule, which also settles a race with another writer); refused:
-//   3 (the last reads the highest token for the report, after the decision).
+//   WHERE is the rule and the store's guard, compared inside the statement);
+//   to a new key: 2 (then an INSERT ... ON CONFLICT under the same rule, which
+//   also settles a race with another writer); refused: 3 (the last reads the
+//   highest token for the report, after the decision). The first call of a
+//   store object: 1 more (the guard alone, learning what it checks).
 // - fence_update: 2, pipelined: BEGIN, the row made and locked (INSERT ... ON
 //   CONFLICT DO NOTHING, SELECT ... FOR UPDATE); the rule and fn here; the
 //   UPDATE and COMMIT. A refusal or a throwing fn: 1 more (ROLLBACK).
@@ -13,7 +15,8 @@
 // Each statement applies the whole rule atomically (the row is locked);
 // none acts on what an earlier call read. A key without a record refuses
 // tokens below the store's fence floor (store::initialize). Every round trip
-// also runs the store's guard (connection.hpp, pool::call).
+// also runs the store's guard (connection.hpp, pool::call), the common
+// fence_write's inside its one statement.
 #pragma once
 
 #include <optional>
@@ -100,20 +103,25 @@ private:
                                     std::string_view value) {
         using namespace detail;
         pool::call c(pool_);
-        const std::vector<param_value> ps{param(key), param_u64(token), seq ? param_u64(*seq) : null_param(),
-                                          bytes_param(value)};
+        auto seen = c.seen();
+        if (!seen) return unexpected(write_error{seen.error(), 0});
+        std::vector<param_value> ps{param(key), param_u64(token), seq ? param_u64(*seq) : null_param(),
+                                    bytes_param(value), param(*seen)};
         // The common case, an existing key whose rule passes, is one plain
-        // UPDATE ... WHERE <the rule>.
-        auto u = c.exec(
+        // UPDATE ... WHERE <the rule> and the store is the one seen (the
+        // guard's comparison inside the statement: pool::call::exec_checking).
+        auto u = c.exec_checking(
             "UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
             "has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
             "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
             "WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
             "WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
-            "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq)",
+            "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) "
+            "AND (SELECT identity || '.' || xmin::text FROM coord_store WHERE id = 1) = $5",
             ps, true);
         if (!u) return unexpected(write_error{u.error(), 0});
         if (u->changed() == 1) return {};
+        ps.pop_back();
         // Otherwise (a new key, or a refusal) an atomic upsert under the same
         // rule decides: it inserts (a token at least the fence floor: a key
         // without a record may have lost it), or updates a row another writer

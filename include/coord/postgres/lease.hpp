@@ -10,8 +10,12 @@
 // token + 1 and the server's clock in microseconds (migration 5): tokens never
 // go back, also when the database went back (a restored dump, a failover that
 // lost the last commits), as long as the server's clock did not go back by
-// more than the time between the lost grant and the next. A waiter LISTENs on a connection of the
-// listener pool for as long as it waits: 3 round trips (LISTEN, a check,
+// more than the time between the lost grant and the next. So lease calls
+// carry no store guard (connection.hpp, pool::call): a store that went back
+// (or was never initialized; its tables are made by opening it) still grants
+// only larger tokens, and an older record can at most refuse a holder's
+// renewal or make an acquire wait out a term that had ended. A waiter
+// LISTENs on a connection of the listener pool for as long as it waits: 3 round trips (LISTEN, a check,
 // UNLISTEN) a waiting acquire, besides its queued acquires. An observer
 // (lease_watching: election's observe) LISTENs the same way on the name's
 // own channel: 3 round trips (LISTEN, marking the name watched, UNLISTEN),
@@ -62,7 +66,7 @@ public:
     }
     result<std::optional<lease>> lease_read(std::string_view name) {
         using namespace detail;
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec("SELECT * FROM coord_lease_read($1, $2)", {param(name), now_ns_param(clock_)}, false);
         if (!r) return unexpected(r.error());
         if (r->rows() == 0) return std::optional<lease>{};
@@ -82,7 +86,7 @@ public:
 
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         using namespace detail;
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec("SELECT coord_lease_enqueue($1, $2, $3, $4)",
                         {param(name), param(who), param(place_ttl.count()), now_ns_param(clock_)}, true);
         if (!r) return unexpected(r.error());
@@ -92,7 +96,7 @@ public:
     result<lease, lease_error> lease_acquire_queued(std::string_view name, std::string_view owner, std::chrono::nanoseconds ttl,
                                                     std::uint64_t ticket, std::chrono::nanoseconds place_ttl) {
         using namespace detail;
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec("SELECT * FROM coord_lease_acquire_queued($1, $2, $3, $4, $5, $6)",
                         {param(name), param(owner), param(ttl.count()), param_u64(ticket), param(place_ttl.count()),
                          now_ns_param(clock_)},
@@ -111,14 +115,14 @@ public:
     }
     result<void> lease_dequeue(std::string_view name, std::uint64_t ticket) {
         using namespace detail;
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec("SELECT coord_lease_dequeue($1, $2, $3)", {param(name), param_u64(ticket), now_ns_param(clock_)}, true);
         if (!r) return unexpected(r.error());
         return {};
     }
     result<std::vector<lease_waiter>> lease_queue_read(std::string_view name) {
         using namespace detail;
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec("SELECT ticket, who, until_ns FROM coord_lease_waiter WHERE name = $1 AND until_ns > coord_now_ns($2) "
                         "ORDER BY ticket",
                         {param(name), now_ns_param(clock_)}, false);
@@ -146,7 +150,7 @@ public:
             if (!listener_) {
                 listener_.emplace(a_.listeners_);
                 if (!listener_->listen(channel_)) return coord::detail::lease_wait_unlistened(listener_, ahead, until);
-                pool::call c(a_.pool_);
+                pool::call c(a_.pool_, pool::unguarded);
                 auto r = c.exec("SELECT coord_lease_next_in_line($1, $2, $3)",
                                 {param(name_), param_u64(ticket_), now_ns_param(a_.clock_)}, false);
                 if (!r || (r->rows() == 1 && r->boolean(0, 0))) return;
@@ -207,7 +211,7 @@ public:
         }
         bool mark() {
             using namespace detail;
-            pool::call c(a_.pool_);
+            pool::call c(a_.pool_, pool::unguarded);
             const auto at = std::chrono::steady_clock::now();
             auto r = c.exec("SELECT coord_lease_observe($1, $2)",
                             {param(name_), param(std::int64_t{60'000'000'000})}, true);
@@ -227,7 +231,7 @@ private:
     // status 0: the lease; 1: `refused` (held, or not the holder); 2: expired.
     result<lease, lease_error> call(const char* sql, std::string_view name, std::vector<detail::param_value> params,
                                     coord::errc refused) {
-        pool::call c(pool_);
+        pool::call c(pool_, pool::unguarded);
         auto r = c.exec(sql, params, true);
         if (!r) return unexpected(lease_error{r.error(), {}, 0, {}});
         if (r->rows() != 1) return unexpected(lease_error{make_error_code(errc::bad_answer), {}, 0, {}});

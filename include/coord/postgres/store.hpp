@@ -25,11 +25,13 @@
 //   coord::basic_keyed_fenced_resource orders{store};
 //
 // A store that went back: the store's identity lives in coord_store,
-// written once by initialize() (coordctl store init). Every call runs
-// coord_guard first, in the same round trip and transaction, with what this
-// store object saw ("identity.xmin": a restored dump writes the row again);
-// a database whose store is not that one refuses the call before anything
-// is applied: errc::state_went_back (restored, or its schema dropped),
+// written once by initialize() (coordctl store init). Every call but the
+// lease's runs coord_guard first, in the same round trip and transaction, or
+// compares the same inside its one statement (the common fence_write and
+// segment_allocate), with what this store object saw ("identity.xmin": a
+// restored dump writes the row again); a database whose store is not that
+// one refuses the call before anything is applied (lease calls need no
+// guard: their tokens rest on the server's clock, lease.hpp): errc::state_went_back (restored, or its schema dropped),
 // store_identity_changed (initialized again), store_uninitialized (never
 // initialized). A process that opens the store after a restore cannot tell;
 // initialize(floors, replace) is the recovery (README, "When a store goes

@@ -16,12 +16,14 @@
 // errc::state_unsupported; the constructor throws store_error naming the
 // file) and never silently reset; the store refuses to write over it. A file
 // that vanishes or goes back to an older generation gives
-// errc::state_went_back: while a process has it open, and also in a process
-// that opens it later, because every write records its generation in the
-// lock file (so a state file deleted, or replaced by an older copy, between
-// two coordctl calls is caught). Not detectable: the state file and its
-// lock file deleted or restored together (that is a new store, or the old
-// one as it was), and a copy of another store with a higher generation.
+// errc::state_went_back for every operation: while a process has it open,
+// and also in a process that opens it later, because every write records
+// its generation in the lock file (so a state file deleted, or replaced by
+// an older copy, between two coordctl calls is caught). initialize(floors,
+// true) is the recovery that hands nothing out twice. Not detectable: the
+// state file and its lock file deleted or restored together (that is a new
+// store, or the old one as it was), and a copy of another store with a
+// higher generation.
 //
 // One store, however it is reached: the path is resolved at open (symbolic
 // links to the file or its directory, ".", "..", "//"), so every spelling
@@ -87,6 +89,7 @@
 #include "coord/detail/path.hpp"
 #include "coord/detail/string_map.hpp"
 #include "coord/error.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/result.hpp"
 #include "coord/rules/fence.hpp"
 #include "coord/rules/lease.hpp"
@@ -119,6 +122,9 @@ namespace detail {
 /// Everything a file store keeps; each table uses the rule its primitive defines.
 struct file_state {
     std::uint64_t generation = 0;
+    /// What a recovery stated (basic_file_store::initialize): where a record
+    /// is missing (possibly lost), the store answers from these.
+    stated_floors floors;
     string_map<fence_rule::record> fences;
     string_map<lease_rule::record> leases;
     string_map<reservation_rule::record> reservations;
@@ -173,6 +179,11 @@ inline int retry_open(const char* path, int flags, mode_t mode = 0644) noexcept 
 ///   Section 5, ledger: u64 n, then n x (key, scheduled_ms, schedule_version,
 ///     state, fence, attempt, holder, lease_until, started, completed,
 ///     retain_until, payload_hash, result, fail_reason).
+///   Section 6, queues (only when a waiting acquire was used): u64 n, then n x
+///     (name, last_ticket, u64 m, m x (ticket, who, until)).
+///   Section 7, floors (only after a recovery stated some): segment, fence,
+///     ledger_ms, reservation_ms. A coord that predates it refuses the file
+///     (state_unsupported) rather than answer without the floors.
 struct file_format {
     static constexpr std::string_view magic{"COORD\0SF", 8};
     static constexpr std::uint32_t version = 1;
@@ -181,16 +192,18 @@ struct file_format {
     /// whole file. A state over them is refused before anything is written.
     static constexpr std::size_t max_string = std::size_t{256} << 20;
     static constexpr std::size_t max_file = std::size_t{1} << 30;
-    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5, queues = 6 };
+    enum section : std::uint8_t { fences = 1, leases = 2, reservations = 3, segments = 4, ledger = 5, queues = 6, floors = 7 };
 
     /// The file's bytes, or errc::state_too_large.
     static result<std::string> encode(const file_state& s) {
         byte_writer p;
         p.set_max_string(max_string);
         bool overflowed = false;
-        // Section 6 only when a waiting acquire was ever used: older coords
-        // read every other file.
-        p.u32(s.queues.empty() ? 5 : 6);
+        // Sections 6 and 7 only when a waiting acquire was ever used, or a
+        // recovery stated floors: older coords read every other file.
+        const bool has_floors = s.floors.segment != 0 || s.floors.fence != 0 || s.floors.ledger_ms != 0 ||
+                                s.floors.reservation_ms != 0;
+        p.u32(5 + (s.queues.empty() ? 0 : 1) + (has_floors ? 1 : 0));
         section_out(p, fences, overflowed, [&](byte_writer& w) {
             w.u64(s.fences.size());
             for (const auto& [k, r] : s.fences) {
@@ -261,6 +274,13 @@ struct file_format {
                         w.i64(wt.until.count());
                     }
                 }
+            });
+        if (has_floors)
+            section_out(p, floors, overflowed, [&](byte_writer& w) {
+                w.u64(s.floors.segment);
+                w.u64(s.floors.fence);
+                w.i64(s.floors.ledger_ms);
+                w.i64(s.floors.reservation_ms);
             });
         if (overflowed || p.overflowed() || p.size() > max_file - header_size)
             return unexpected(make_error_code(errc::state_too_large));
@@ -380,6 +400,11 @@ struct file_format {
                     }
                     s.queues.insert_or_assign(std::move(key), std::move(q));
                 }
+            } else if (id == floors) {
+                s.floors.segment = r.u64();
+                s.floors.fence = r.u64();
+                s.floors.ledger_ms = r.i64();
+                s.floors.reservation_ms = r.i64();
             } else {
                 // A checksummed section we do not know: written by a newer coord.
                 return fail(errc::state_unsupported);
@@ -455,9 +480,12 @@ public:
     /// to it or to its directory, ".", "..", "//") opens the same store, with
     /// one lock file: PATH.lock beside the resolved file. Throws store_error,
     /// naming the file, when it is truncated, corrupt, of an unsupported
-    /// format, went back (deleted, or replaced by an older copy, since the
-    /// last write any process recorded), not a regular file (a directory,
-    /// FIFO, device, socket), hard-linked elsewhere, or cannot be read or locked.
+    /// format, not a regular file (a directory, FIFO, device, socket),
+    /// hard-linked elsewhere, or cannot be read or locked. A store that went
+    /// back (its state file deleted, or replaced by an older copy, since the
+    /// last write any process recorded) opens, and every operation on it is
+    /// refused with errc::state_went_back until initialize(floors, true)
+    /// recovers it, as on SQLite.
     explicit basic_file_store(std::filesystem::path path, Clock clock = Clock{}, file_store_options options = {})
         : path_(detail::resolve_state_path(path)), lock_path_(path_.string() + ".lock"),
           tmp_path_(path_.string() + ".tmp"), dir_(path_.parent_path()), clock_(std::move(clock)),
@@ -468,7 +496,69 @@ public:
         if (auto ec = lock_current(fl, LOCK_SH))
             throw store_error(ec, "coord file store " + lock_path_ + ": cannot open or lock the lock file");
         auto s = load();
-        if (!s) throw store_error(s.error(), "coord file store " + path_.string());
+        if (!s && s.error() != errc::state_went_back)
+            throw store_error(s.error(), "coord file store " + path_.string());
+    }
+
+    /// The recovery of a store that went back, or the start of a store that
+    /// takes over from one that was lost: in one step under the state's
+    /// lock, the state file as it is now (an older copy, or nothing when it
+    /// is missing) keeps `f` (a missing record answers from them: a fence
+    /// refuses tokens below the fence floor, a segment tag continues above
+    /// the segment floor, a reservation starts at the reservation floor, a
+    /// slot scheduled up to the ledger floor is not run again unless its
+    /// done record replays), its fence records, segment counters and
+    /// reservations are raised to the floors, and it is written as a
+    /// generation above every one recorded, so that it opens again. With
+    /// fence_now, the fence floor is above the clock's microseconds and every
+    /// lease token in the state; ledger_now and reservation_now take the
+    /// clock's now. Refused with errc::store_already_initialized unless
+    /// `replace` when the store holds state or a process recorded a
+    /// generation. Returns the new generation, as text (a file store has no
+    /// identity: its generation tells its copies apart). Throws
+    /// std::invalid_argument for a segment or fence floor of 2^63 - 1 or more.
+    result<std::string> initialize(const initial_floors& f, bool replace = false) {
+        constexpr std::uint64_t limit = 0x7ffffffffffffffeull;
+        if (f.segment > limit) throw std::invalid_argument("coord::file_store: the segment floor must be below 2^63-1");
+        if (f.fence > limit) throw std::invalid_argument("coord::file_store: the fence floor must be below 2^63-1");
+        std::lock_guard lk(mutex_);
+        const auto until = coord::detail::deadline_after(options_.lock_timeout);
+        for (;;) {
+            lock_guard fl;
+            if (auto ec = lock_current(fl, LOCK_EX, until)) return unexpected(error(ec));
+            auto recorded = recorded_generation();
+            if (!recorded) return unexpected(recorded.error());
+            auto s = load(/*recovering=*/true);
+            if (!s) return unexpected(s.error());
+            if (!replace && (*recorded > 0 || s->generation > 0))
+                return unexpected(error(make_error_code(errc::store_already_initialized),
+                                        "coord file store " + path_.string() + " holds state (generation " +
+                                            std::to_string(std::max(*recorded, s->generation)) +
+                                            "): replacing it (--force) is the recovery of a store that went back"));
+            const std::int64_t now_ns = since_epoch_ns(clock_.now());
+            detail::stated_floors st{f.segment, f.fence, f.ledger_ms, f.reservation_ms};
+            if (f.fence_now) {
+                st.fence = std::max<fence_token>(st.fence, static_cast<fence_token>(std::max<std::int64_t>(now_ns / 1000, 0)));
+                for (const auto& [name, l] : s->leases) st.fence = std::max<fence_token>(st.fence, l.last_token + 1);
+                if (st.fence > limit) st.fence = limit;
+            }
+            if (f.ledger_now) st.ledger_ms = now_ns / 1'000'000;
+            if (f.reservation_now) st.reservation_ms = now_ns / 1'000'000;
+            for (auto& [key, r] : s->fences)
+                if (r.written && r.highest < st.fence) {
+                    r.highest = st.fence;
+                    r.has_seq = false;
+                    r.seq = 0;
+                }
+            for (auto& [tag, r] : s->segments) r.next = std::max(r.next, st.segment + 1);
+            for (auto& [key, r] : s->reservations) r.until_ms = std::max(r.until_ms, st.reservation_ms);
+            s->floors = st;
+            s->generation = std::max({s->generation, *recorded, seen_generation_});
+            bool lost = false;
+            if (auto ec = save(*s, lost)) return unexpected(error(ec));
+            if (!lost) return std::to_string(s->generation);
+            if (coord::detail::deadline_clock::now() >= until) return unexpected(error(make_error_code(errc::lock_timeout)));
+        }
     }
     basic_file_store(const basic_file_store&) = delete;
     basic_file_store& operator=(const basic_file_store&) = delete;
@@ -564,7 +654,8 @@ public:
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
                                                         fence_token token) {
         return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
-            return detail::reservation_rule::reserve(detail::find_or_insert(s.reservations, key), until_ms, token);
+            return detail::reservation_rule::reserve(record_or(s.reservations, key, {0, s.floors.reservation_ms}), until_ms,
+                                                     token);
         });
     }
 
@@ -572,7 +663,7 @@ public:
 
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         return transact<true, error>([&](detail::file_state& s, std::int64_t) {
-            return detail::segment_rule::allocate(detail::find_or_insert(s.segments, tag), step);
+            return detail::segment_rule::allocate(record_or(s.segments, tag, {s.floors.segment + 1}), step);
         });
     }
 
@@ -583,6 +674,13 @@ public:
         return transact<true, error>(
             [&](detail::file_state& s, std::int64_t now) -> result<claim_outcome> {
                 if (detail::ledger_rule::too_old(q, now)) return detail::ledger_rule::expired();
+                // A slot scheduled up to a recovery's ledger floor is not run
+                // again (its done record may have been lost); a done record
+                // still replays.
+                if (q.scheduled.count() <= s.floors.ledger_ms) {
+                    auto* done = find_record(s, q.key);
+                    if (!done || done->state != ledger_record::state_t::done) return detail::ledger_rule::expired();
+                }
                 return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q, now);
             },
             [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
@@ -657,17 +755,27 @@ private:
         int fd_ = -1;
     };
 
+    // The record of `key` in `m`, made from `fresh` when there is none.
+    template <class V>
+    static V& record_or(detail::string_map<V>& m, std::string_view key, V fresh) {
+        auto it = m.find(key);
+        if (it != m.end()) return it->second;
+        auto& r = detail::find_or_insert(m, key);
+        r = std::move(fresh);
+        return r;
+    }
+
     static ledger_record* find_record(detail::file_state& s, std::string_view key) {
         auto it = s.ledger.find(key);
         return it == s.ledger.end() ? nullptr : &it->second;
     }
 
     template <class E>
-    static E as_error(std::error_code ec) {
+    static E as_error(error ec) {
         if constexpr (std::is_same_v<E, error>) return ec;
         else {
             E e{};
-            e.code = ec;
+            e.code = std::move(ec);
             return e;
         }
     }
@@ -676,7 +784,13 @@ private:
     result<void, write_error> fence_apply(std::string_view key, fence_token token,
                                           std::optional<std::uint64_t> seq, Assign&& assign) {
         return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
-            return detail::fence_rule::apply(detail::find_or_insert(s.fences, key), token, seq, assign);
+            // A key without a record may have lost it: it starts at the fence floor.
+            detail::fence_rule::record fresh;
+            if (s.floors.fence > 0) {
+                fresh.highest = s.floors.fence;
+                fresh.written = true;
+            }
+            return detail::fence_rule::apply(record_or(s.fences, key, std::move(fresh)), token, seq, assign);
         });
     }
 
@@ -771,15 +885,18 @@ private:
         return detail::lock_record::decode(std::string_view(buf, static_cast<std::size_t>(n)));
     }
 
-    result<detail::file_state> load() {
+    // The state at the path, checked. A state older than the newest
+    // generation recorded or seen (or missing after one) went back, unless
+    // `recovering` (initialize, which replaces it).
+    result<detail::file_state> load(bool recovering = false) {
         auto recorded = recorded_generation();
         if (!recorded) return unexpected(recorded.error());
-        const auto floor = std::max(seen_generation_, *recorded);
+        const auto floor = recovering ? 0 : std::max(seen_generation_, *recorded);
         loaded_ = {};
         detail::unique_fd fd(detail::retry_open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
         if (!fd) {
             if (errno == ENOENT) {
-                if (floor > 0) return unexpected(make_error_code(errc::state_went_back));
+                if (floor > 0) return unexpected(went_back("its state file is missing", floor));
                 have_mode_ = false;
                 return detail::file_state{};
             }
@@ -808,7 +925,10 @@ private:
             if (bytes.size() > detail::file_format::max_file) return unexpected(make_error_code(errc::state_too_large));
         }
         auto s = detail::file_format::decode(bytes);
-        if (s && s->generation < floor) return unexpected(make_error_code(errc::state_went_back));
+        if (s && s->generation < floor)
+            return unexpected(went_back("its state file is generation " + std::to_string(s->generation) +
+                                            " (an older copy was put back)",
+                                        floor));
         if (s) {
             seen_generation_ = s->generation;
             mode_ = st.st_mode & 07777;
@@ -817,6 +937,20 @@ private:
             have_mode_ = true;
         }
         return s;
+    }
+
+    // What a store that went back says, with the recovery that hands nothing
+    // out twice.
+    error went_back(const std::string& what, std::uint64_t newest) const {
+        return error(make_error_code(errc::state_went_back),
+                     "coord file store " + path_.string() + " went back: " + what + ", and generation " +
+                         std::to_string(newest) +
+                         " was written (recorded in " + lock_path_ + "); its fences, segment counters, ledger "
+                         "records and reservations may be older than what was handed out, and nothing was applied. "
+                         "If a newer copy of the state file exists, put it back; otherwise recover stating floors "
+                         "above everything it handed out: coordctl store init --store file:" + path_.string() +
+                         " --force --segment-floor N (at least the largest segment ID handed out) --fence-floor now "
+                         "--ledger-floor now (README: \"When a store goes back\")");
     }
 
     // Writes `s` as the next generation and renames it over the state file
