@@ -48,8 +48,16 @@ common=(--cron "*/2 * * * * *" --tz UTC --catch-up 10s --lease-ttl 1500 --for 20
 cat > "$work/job_b.sh" <<EOF
 #!/usr/bin/env bash
 # Job B: a second's work, then the effect, written under the slot's fence
-# (announced first: the test's stop must land before it).
-sleep 1
+# (announced first: the test's kill may land after it). The first command to
+# start after the test made its hold file takes it (one rename: one taker)
+# and writes only once the test made its release file: the test stops it, and
+# its runner, in between, however late this script and the machine run.
+if mv "$work/hold" "$work/held.\$\$" 2>/dev/null; then
+  echo "\$COORD_SLOT \$COORD_FENCE \$\$" > "$work/held.\$\$" && mv "$work/held.\$\$" "$work/held"
+  for _ in \$(seq 1 600); do [ -e "$work/release" ] && break; sleep 0.05; done
+else
+  sleep 1
+fi
 echo "\$COORD_SLOT \$COORD_FENCE" >> "$work/writing"
 if out=\$("$ctl" fence write --store "$store" --key "effect/\$COORD_SLOT" --token "\$COORD_FENCE" --value "\$COORD_ATTEMPT" 2>&1); then
   echo "accepted \$COORD_SLOT \$COORD_FENCE" >> "$work/effects"
@@ -123,24 +131,27 @@ stop_clear() {  # RUNNER_PID COMMAND_GROUP
   done
   return 1
 }
-# The stop must land before the command announced its write (a second after
-# it started): on a loaded machine this script may see the start late, or
-# the probes take long. A stop that came too late is undone, and the next
-# start is tried (three at most: the runners run for 20 s).
+# The next command to start is held before its write (job_b.sh), so the
+# stop lands before it however late this script sees the start: its runner
+# is the one whose log shows that slot and fence started.
 stopped=""
-for try in 1 2 3; do
-  read -r s job slot fence < <(next_start "${others[@]}") || break
-  if stop_clear "${pids_b[$((s - 1))]}" "$job"; then
-    grep -qx "$slot $fence" "$work/writing" 2>/dev/null || { stopped=$s; break; }
-    kill -CONT -- "-$job" 2>/dev/null; kill -CONT "${pids_b[$((s - 1))]}"
-    echo "stopped B$s after its command's write: tried again"
-  fi
-done
-if [ -z "$stopped" ]; then
-  fail "no runner of job B could be stopped before its command wrote"
+: > "$work/hold"
+for _ in $(seq 1 200); do [ -e "$work/held" ] && break; sleep 0.05; done
+if read -r slot fence job < "$work/held" 2>/dev/null; then
+  for _ in $(seq 1 200); do
+    for i in "${others[@]}"; do
+      grep -q " started slot=$slot fence=$fence attempt=[0-9]* pid=$job\$" "$work/b$i.log" && stopped=$i
+    done
+    [ -n "$stopped" ] && break
+    sleep 0.05
+  done
+fi
+if [ -z "$stopped" ] || ! stop_clear "${pids_b[$((stopped - 1))]}" "$job"; then
+  fail "no command of job B was held and stopped with its runner (held: $(cat "$work/held" 2>/dev/null))"
   for l in "$work"/b*.log; do echo "--- $l"; cat "$l"; done
   exit 1
 fi
+: > "$work/release"  # read by the command when it is resumed: it then writes, late
 echo "stopped B$stopped and its command (pid $job)"
 sleep 3.5
 # Another runner takes the slot over (its lease lapsed) and its command
