@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "coord/clock.hpp"
 #include "coord/storage/file.hpp"
@@ -65,7 +66,8 @@ inline manual_clock::duration test_epoch() {
 /// A claim of slot `key` scheduled at 2023-11-14T22:13:20Z, which a replay
 /// window of a century still admits: the restore tests' done slot, claimed
 /// directly on a store (ledger_store) before and after the store went back.
-inline ledger_claim_request old_slot_claim(const std::string& key) {
+/// The request views `key` (a literal: it outlives every request).
+inline ledger_claim_request old_slot_claim(std::string_view key) {
     using namespace std::chrono_literals;
     ledger_claim_request q;
     q.key = key;
