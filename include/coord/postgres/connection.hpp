@@ -302,6 +302,11 @@ private:
     std::string v_;
 };
 
+/// coord_guard's answer as an SQL expression (schema.hpp, migration 6): what
+/// a statement that checks the store itself compares with the value seen
+/// (pool::call::exec_checking).
+#define COORD_PG_STORE_SEEN "(SELECT identity || '.' || xmin::text FROM coord_store WHERE id = 1)"
+
 /// One statement of a pipeline (those with parameters are prepared first).
 struct step {
     const char* sql;
@@ -688,8 +693,7 @@ public:
             return {};
         }
         /// A statement that checks the store itself: it compares seen() with
-        /// `(SELECT identity || '.' || xmin::text FROM coord_store WHERE id
-        /// = 1)` (coord_guard's answer) and changes and answers nothing when
+        /// COORD_PG_STORE_SEEN (coord_guard's answer) and changes and answers nothing when
         /// they differ; the caller then runs check(). Sent alone (one
         /// statement, no pipeline): the hot paths' cost stays that of one
         /// statement. The comparison's read of coord_store holds the same

@@ -117,7 +117,7 @@ private:
             "WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
             "WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
             "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) "
-            "AND (SELECT identity || '.' || xmin::text FROM coord_store WHERE id = 1) = $5",
+            "AND " COORD_PG_STORE_SEEN " = $5",
             ps, true);
         if (!u) return unexpected(write_error{u.error(), 0});
         if (u->changed() == 1) return {};

@@ -33,7 +33,7 @@ public:
         // one seen (the guard's comparison: pool::call::exec_checking).
         auto r = c.exec_checking(
             "INSERT INTO coord_segment AS s (tag, next) SELECT $1, segment_floor + 1 + $2::numeric FROM coord_store "
-            "WHERE id = 1 AND identity || '.' || xmin::text = $3 AND segment_floor + 1 + $2::numeric <= "
+            "WHERE id = 1 AND " COORD_PG_STORE_SEEN " = $3 AND segment_floor + 1 + $2::numeric <= "
             "9223372036854775808 ON CONFLICT (tag) DO UPDATE SET next = s.next + $2::numeric "
             "WHERE s.next + $2::numeric <= 9223372036854775808 RETURNING next - $2::numeric, next",
             {param(tag), param(static_cast<std::int64_t>(step)), param(*seen)}, true);
