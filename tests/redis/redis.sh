@@ -19,6 +19,12 @@
 #   tests/redis/redis.sh lose DIR PORT      # SIGKILL, the data removed, start empty: a
 #                                     # restart without persistence, or a failover to
 #                                     # a replica that had none of the writes
+#   tests/redis/redis.sh copy DIR           # a copy of the data directory (the append-only
+#                                     # file's manifest, its RDB-format base and its
+#                                     # increments) as it is on disk now: every
+#                                     # acknowledged write is there (appendfsync always)
+#   tests/redis/redis.sh rollback DIR PORT  # SIGKILL, the data directory replaced by the
+#                                     # copy, start on it: an older backup put back
 #   tests/redis/redis.sh pause DIR          # SIGSTOP the server (a long pause, a frozen VM)
 #   tests/redis/redis.sh resume DIR         # SIGCONT it
 #   tests/redis/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
@@ -33,7 +39,7 @@ dir="${2:-}"
 port="${3:-16379}"
 mode="${4:-durable}"
 case "$mode" in durable|volatile) ;; *) echo "mode must be durable or volatile, got $mode" >&2; exit 2 ;; esac
-[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|kill|lose|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|kill|lose|copy|rollback|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[redis.sh] %s\n' "$*" >&2; }
@@ -121,6 +127,17 @@ case "$cmd" in
   lose)
     server_kill
     rm -rf "$dir/data"
+    server_start
+    ;;
+  copy)
+    rm -rf "$dir/copy"
+    cp -a "$dir/data" "$dir/copy"
+    ;;
+  rollback)
+    [ -d "$dir/copy" ] || { log "no copy in $dir: run copy first"; exit 2; }
+    server_kill
+    rm -rf "$dir/data"
+    cp -a "$dir/copy" "$dir/data"
     server_start
     ;;
   pause)

@@ -637,6 +637,107 @@ TEST(Redis, ASigkilledServerRestartsWithEveryFenceRangeAndResult) {
     EXPECT_EQ((*holder)->token, l->token);
 }
 
+// An older copy of the data directory put back (the append-only file's
+// manifest, its RDB-format base and its increments, copied while the server
+// ran): the identity key is in the copy, so only the store's generation can
+// tell. A store object that saw the later state refuses every call that
+// needs the data (state_went_back), reads too, and keeps refusing after other
+// clients raised the generation again; leases still grant tokens above every
+// earlier one. The README's recovery (store init --force with floors) then
+// hands nothing out twice.
+TEST(Redis, AnOlderAppendOnlyFilePutBackIsRefusedAndItsRecoveryHandsNothingOutTwice) {
+    const std::string prefix = redis_fresh_prefix();
+    auto store = fresh_store(prefix);
+    const auto q = coord::test::old_slot_claim("job@1");
+    auto a = store->lease_acquire("orders-writer", "A", 1h);
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->fence_write("orders", a->token, "by A"));
+    ASSERT_TRUE(store->segment_allocate("ids", 10));
+    ASSERT_TRUE(store->lease_release("orders-writer", "A", a->token));
+    const auto running = coord::test::old_slot_claim("job@0");  // claimed before the copy, done after
+    auto r0 = store->ledger_claim(running);
+    ASSERT_TRUE(r0 && r0->kind == coord::claim_outcome::granted);
+
+    run("copy");
+
+    ASSERT_TRUE(store->ledger_complete(running.key, r0->fence, "charged", 24h));
+
+    auto b = store->lease_acquire("orders-writer", "B", 1h);
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(store->fence_write("orders", b->token, "by B"));
+    auto ids = store->segment_allocate("ids", 10);
+    ASSERT_TRUE(ids);
+    auto c = store->ledger_claim(q);
+    ASSERT_TRUE(c && c->kind == coord::claim_outcome::granted);
+    ASSERT_TRUE(store->ledger_complete(q.key, c->fence, "charged", 24h));
+    ASSERT_TRUE(store->revoke_token("stolen", 4000000000));
+
+    run("rollback");
+
+    // A, paused through all of it, writes with its old token: on the older
+    // state the fence's record is A's own.
+    auto late = until_answered([&] { return store->fence_write("orders", a->token, "late A"); });
+    ASSERT_FALSE(late) << "A's token " << a->token << " accepted after B's " << b->token;
+    EXPECT_EQ(late.error(), coord::errc::state_went_back) << late.error().code.message();
+    EXPECT_EQ(late.error(), coord::condition::corrupt_state);
+    EXPECT_NE(late.error().code.message().find("store init"), std::string::npos) << late.error().code.message();
+    EXPECT_EQ(store->fence_read("orders").error(), coord::errc::state_went_back);
+    auto again = store->segment_allocate("ids", 10);
+    ASSERT_FALSE(again) << "handed out " << again->begin << " again";
+    EXPECT_EQ(again.error(), coord::errc::state_went_back);
+    EXPECT_EQ(store->ledger_claim(q).error(), coord::errc::state_went_back);
+    EXPECT_EQ(store->token_revoked("stolen", "", std::nullopt, 1).error(), coord::errc::state_went_back);
+    // Leases need none of the lost data: a new token is above B's.
+    auto d = store->lease_acquire("orders-writer", "D", 1h);
+    ASSERT_TRUE(d) << d.error().code.message();
+    EXPECT_GT(d->token, b->token);
+    // Other clients' calls raise the generation past what this one saw; it
+    // still refuses (they bring nothing back).
+    coord::redis::store other{redis_url(), {}, redis_options(prefix)};
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(other.segment_allocate("other", 1));
+    EXPECT_EQ(store->segment_allocate("ids", 10).error(), coord::errc::state_went_back);
+
+    // The recovery: floors above what was handed out, the store initialized
+    // again (what `coordctl store init --force` runs), every process reopens.
+    coord::redis::store fresh{redis_url(), {}, redis_options(prefix)};
+    coord::redis::initial_floors floors;
+    floors.segment = ids->end - 1;
+    floors.fence_now = true;
+    floors.ledger_now = true;
+    floors.reservation_now = true;
+    ASSERT_EQ(fresh.initialize(floors).error(), coord::errc::store_already_initialized);
+    ASSERT_TRUE(fresh.initialize(floors, /*replace=*/true));
+    const coord::fence_token e_token_floor = b->token + 1;
+    EXPECT_EQ(store->segment_allocate("ids", 10).error(), coord::errc::state_went_back);
+    EXPECT_EQ(other.fence_write("a key the copy never had", e_token_floor, "x").error(), coord::errc::store_identity_changed);
+    auto stale = fresh.fence_write("orders", b->token, "late B");
+    ASSERT_FALSE(stale) << "B's token " << b->token << " accepted after the recovery";
+    EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+    auto next = fresh.segment_allocate("ids", 10);
+    ASSERT_TRUE(next) << next.error().message();
+    EXPECT_GE(next->begin, ids->end) << "a segment ID handed out again";
+    auto done = fresh.ledger_claim(q);
+    ASSERT_TRUE(done) << done.error().message();
+    EXPECT_EQ(done->kind, coord::claim_outcome::expired) << "the slot done before the rollback runs again";
+    auto was_running = fresh.ledger_claim(running);
+    ASSERT_TRUE(was_running) << was_running.error().message();
+    EXPECT_EQ(was_running->kind, coord::claim_outcome::expired) << "a slot the older state shows running runs again";
+    int ran = 0;
+    coord::basic_job_ledger<coord::redis::store> ledger{fresh};
+    const coord::slot s("billing", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()) - 1h);
+    auto rerun = ledger.run(s, "w", "", [&](const coord::ledger_context&) {
+        ++ran;
+        return std::string("charged again");
+    });
+    ASSERT_TRUE(rerun) << rerun.error().message();
+    EXPECT_EQ(rerun->kind, coord::run_outcome::expired);
+    EXPECT_EQ(ran, 0);
+    ASSERT_TRUE(fresh.lease_release("orders-writer", "D", d->token));
+    auto e = fresh.lease_acquire("orders-writer", "E", 1h);
+    ASSERT_TRUE(e);
+    EXPECT_TRUE(fresh.fence_write("orders", e->token, "by E")) << "a lease granted after the recovery passes the floor";
+}
+
 // A restart that lost everything (no persistence, or a replica without the
 // writes promoted): tokens still go up; what needs the lost data refuses
 // until an operator initializes again; a rollback under a surviving identity

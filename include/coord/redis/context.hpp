@@ -5,8 +5,10 @@
 // store's data is called (the identity checked inside the script).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -35,6 +37,9 @@ public:
         return k;
     }
     std::string identity() const { return tag_ + "identity"; }
+    /// The store's generation: one more for every call that can hand
+    /// something out (scripts.hpp, "The store's generation").
+    std::string generation() const { return tag_ + "generation"; }
 
 private:
     std::string tag_;
@@ -54,6 +59,11 @@ std::string now_arg(const Clock& clock) {
 
 /// A duration as a script argument: non-negative nanoseconds.
 inline std::string ns_arg(std::int64_t ns) { return std::to_string(ns < 0 ? 0 : ns); }
+
+/// A reply that is not what the script returns.
+inline coord::error bad_reply(const char* what) {
+    return coord::error(make_error_code(errc::bad_answer), std::string("unexpected reply to ") + what);
+}
 
 /// The pools, the clock and the identity, shared by the adapters of one
 /// store, built once per store before the adapters.
@@ -112,7 +122,56 @@ public:
         ks.push_back(keys_.identity());
         for (auto& k : more_keys) ks.push_back(std::move(k));
         args.insert(args.begin() + (clocked ? 1 : 0), with_identity(*id));
-        return judged(c.eval(s, ks, args, writes));
+        return guarded(c, s, std::move(ks), std::move(args), writes);
+    }
+
+    /// Runs a script that counts the store's generation (scripts.hpp, "The
+    /// store's generation"): the generation's key and the highest generation
+    /// this store object saw go last, the answer comes back without the
+    /// generation (kept when it is higher), and a store that went back is
+    /// errc::state_went_back, then for every call of this store object (or
+    /// store_uninitialized when its identity key is gone too).
+    result<reply> guarded(pool::call& c, const script& s, std::vector<std::string> ks, std::vector<std::string> args,
+                          bool writes) {
+        if (auto back = went_back()) return unexpected(*back);
+        const long long saw = seen_.load(std::memory_order_relaxed);
+        ks.push_back(keys_.generation());
+        args.push_back(std::to_string(saw));
+        auto r = c.eval(s, ks, args, writes);
+        if (!r) return r;
+        redisReply* top = r->get();
+        if (top->type != REDIS_REPLY_ARRAY || top->elements != 2 || top->element[0]->type != REDIS_REPLY_INTEGER)
+            return unexpected(bad_reply("a script counting the store's generation"));
+        const long long generation = top->element[0]->integer;
+        reply answer(top->element[1]);
+        top->element[1] = nullptr;
+        top->elements = 1;
+        *r = std::move(answer);
+        const auto status = (*r)->type == REDIS_REPLY_ARRAY ? element(r->get(), 0) : text(r->get());
+        if (status == "W") return unexpected(went_back_from(c, generation, saw));
+        saw_generation(generation);
+        return judged(std::move(r));
+    }
+
+    /// This store object initialized the store: it works under the new
+    /// identity, and a rollback it saw before is behind it.
+    void initialized(std::string id) {
+        std::lock_guard lk(mutex_);
+        identity_ = std::move(id);
+        went_back_.reset();
+    }
+
+    /// Raises the highest generation this store object saw to `g`.
+    void saw_generation(long long g) noexcept {
+        for (long long known = seen_.load(std::memory_order_relaxed); g > known && !seen_.compare_exchange_weak(known, g);) {
+        }
+    }
+
+    /// The refusal every call of this store object answers once the store
+    /// was seen to go back (none before).
+    std::optional<coord::error> went_back() {
+        std::lock_guard lk(mutex_);
+        return went_back_;
     }
 
     /// The identity this store object works under, read first when not yet
@@ -163,6 +222,35 @@ public:
     }
 
 private:
+    // A generation below what this store object saw: the identity key says
+    // whether the store lost everything (store_uninitialized, as for a
+    // store never initialized: the next call asks again) or went back to an
+    // older state (state_went_back, kept for every later call: other
+    // clients' calls may raise the generation again, not bring back what
+    // was lost).
+    coord::error went_back_from(pool::call& c, long long generation, long long saw) {
+        auto id = c.command({"GET", keys_.identity()}, false);
+        if (!id) return id.error();
+        if ((*id)->type != REDIS_REPLY_STRING)
+            return coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words());
+        coord::error e(coord::make_error_code(coord::errc::state_went_back),
+                       "the Redis store at " + calls_.url() + " (keys " + keys_.tag() + ") went back: its generation is " +
+                           std::to_string(generation) + ", below the " + std::to_string(saw) +
+                           " this process saw (the server restarted from an older append-only file or snapshot, or a "
+                           "replica that missed writes took over), so fence records, segment counters, ledger "
+                           "records, time reservations and token revocations may be older than answers already "
+                           "given; nothing was answered from the older state, and this store object refuses every "
+                           "call that needs them from now on. Unless the newer data can be put back, initialize the "
+                           "store again stating floors above everything it handed out, and reopen: coordctl store "
+                           "init --store URL --force --segment-floor N (at least the largest segment ID it ever "
+                           "handed out) --fence-floor now (the server's time in microseconds, above every lease "
+                           "token it granted) --ledger-floor now [--reservation-floor now]; README: \"When a store "
+                           "goes back\"");
+        std::lock_guard lk(mutex_);
+        if (!went_back_) went_back_ = e;
+        return *went_back_;
+    }
+
     std::string uninitialized_words() const {
         return "the Redis store at " + calls_.url() + " (keys " + keys_.tag() +
                ") has no identity key: it was never initialized, or it lost its data (fence records, segment "
@@ -182,11 +270,8 @@ private:
     keys keys_;
     std::mutex mutex_;
     std::string identity_;
+    std::optional<coord::error> went_back_;
+    std::atomic<long long> seen_{0};
 };
-
-/// A reply that is not what the script returns.
-inline coord::error bad_reply(const char* what) {
-    return coord::error(make_error_code(errc::bad_answer), std::string("unexpected reply to ") + what);
-}
 
 }  // namespace coord::redis::detail

@@ -99,7 +99,7 @@ private:
         auto id = ctx_.known_identity(c);
         if (!id) return unexpected(write_error{id.error(), 0});
         const std::string k = ctx_.key().of("fence", key);
-        auto r = ctx_.judged(c.eval(scripts::fence_write, {k}, {record(*id)}, true));
+        auto r = ctx_.guarded(c, scripts::fence_write, {k}, {record(*id)}, true);
         // 'M': the record is missing or another identity's; nothing was
         // done, and the write with the identity check follows.
         if (r && detail::text(r->get()) == "M") r = ctx_.checked(c, scripts::fence_write_checked, {k}, {}, true, false, record);

@@ -22,19 +22,28 @@
 // another value than the one this client opened, it was initialized again
 // ('C'). The fence and the segment counter check it only where data can be
 // missing (a record missing or written under another identity, a counter
-// that was 0), so that their common path is one command. Leases need no
-// identity: a new token is at least the server's time in microseconds, so
-// tokens never go back even when the lease's record is lost. Sessions need
-// none: a lost session is a signed-out user.
+// that was 0), so that their common path is one command besides the
+// generation's. Leases need no identity: a new token is at least the
+// server's time in microseconds, so tokens never go back even when the
+// lease's record is lost. Sessions need none: a lost session is a
+// signed-out user.
+//
+// Rollback. An older append-only file or snapshot keeps the identity key, so
+// the same scripts also count the store's generation (one INCR, or a GET for
+// a read: "The store's generation" below) and refuse when it is not above
+// the generation the calling store object saw ('W').
 //
 // Floors. The identity key's value is the identity (32 hex digits), then,
 // when the operator initialized the store stating what it had handed out
 // before (store::initialize), ":<segment>:<fence, 20 digits>:<ledger ms>:
-// <reservation ms>": where a record is missing (possibly lost), a segment
-// counter continues above the segment floor, a fence refuses tokens below
-// the fence floor, a slot scheduled at or before the ledger floor is not run
-// again (expired), and a time reservation starts at the reservation floor.
-// They are read only where `unsafe` reads the identity key anyway.
+// <reservation ms>": where a record is missing (possibly lost) or was
+// written under an earlier identity, a fence refuses tokens below the fence
+// floor; where a counter is missing, a segment counter continues above the
+// segment floor (initialize raises every counter that is below it first);
+// a slot scheduled at or before the ledger floor and not done is not run
+// again (expired), and a time reservation is at least the reservation
+// floor: records that survived in an older state obey the floors too. They
+// are read only where `unsafe` reads the identity key anyway.
 //
 // Cost. A command inside a script (redis.call) costs about as much server
 // time as the script's own call, and so does every few arguments: the scripts
@@ -117,6 +126,33 @@ namespace coord::redis::scripts {
     "  if want ~= '' and string.sub(id, 1, 32) ~= want then return 'C' end\n"                          \
     "  return false, id\n"                                                                              \
     "end\n"
+// The store's generation (KEYS' last, "{prefix}:generation"; ARGV's last,
+// the highest generation this store object saw): a script that can hand
+// something out adds one to it before anything else, one that reads
+// compares it. A generation that is not above what the client saw means the
+// server went back (an older append-only file or snapshot, a replica that
+// missed writes): the script undoes its increment and answers {generation,
+// 'W'} before doing anything. Otherwise the operation's answer comes as
+// {generation, answer}, and the client keeps the larger generation. The
+// operation is the script's body made a function (`op`), so that its own
+// answers stay as they were.
+#define COORD_REDIS_LUA_OP "local function op()\n"
+#define COORD_REDIS_LUA_GEN_WRITES                                                                      \
+    "end\n"                                                                                             \
+    "local gk = KEYS[#KEYS]\n"                                                                          \
+    "local g = redis.call('INCR', gk)\n"                                                                \
+    "if g <= tonumber(ARGV[#ARGV]) then redis.call('DECR', gk) return {g - 1, 'W'} end\n"               \
+    "local r = op()\n"                                                                                  \
+    "if type(r) == 'table' and r.err then return r end\n"                                               \
+    "return {g, r}\n"
+#define COORD_REDIS_LUA_GEN_READS                                                                       \
+    "end\n"                                                                                             \
+    "local g = tonumber(redis.call('GET', KEYS[#KEYS]) or '0')\n"                                       \
+    "if g < tonumber(ARGV[#ARGV]) then return {g, 'W'} end\n"                                           \
+    "local r = op()\n"                                                                                  \
+    "if type(r) == 'table' and r.err then return r end\n"                                               \
+    "return {g, r}\n"
+
 // Every helper: for the scripts off the hot paths.
 #define COORD_REDIS_LUA_PRELUDE \
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_ADD COORD_REDIS_LUA_CLOCK COORD_REDIS_LUA_UNSAFE
@@ -191,7 +227,7 @@ namespace coord::redis::scripts {
 /// 'Q<highest>' | 'B' (the key holds no fence record) | 'M': the record is
 /// missing or was written under another identity, nothing was done, and the
 /// identity key must decide: fence_write_checked.
-inline const detail::script fence_write{COORD_REDIS_LUA_WRITES R"LUA(
+inline const detail::script fence_write{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP R"LUA(
 local rec = ARGV[1]
 local old = redis.call('SET', KEYS[1], rec, 'GET')
 if old then
@@ -200,48 +236,45 @@ if old then
 end
 )LUA" COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[1]") R"LUA(
 if oid ~= id then put_back(KEYS[1], old) return 'M' end
-)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[1]")};
+)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[1]") COORD_REDIS_LUA_GEN_WRITES};
 
 /// The write where the record is missing or was written under another
 /// identity: the whole rule with the identity check. KEYS: identity, fence.
 /// ARGV: the new record. The answers of fence_write, or 'U' | 'C'.
-inline const detail::script fence_write_checked{COORD_REDIS_LUA_WRITES
+inline const detail::script fence_write_checked{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP
     "local rec = ARGV[1]\n"
     "local old = redis.call('SET', KEYS[2], rec, 'GET')\n"
     COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE COORD_REDIS_LUA_PUT_BACK COORD_REDIS_LUA_FENCE_PARSE("KEYS[2]") R"LUA(
 if oid ~= id then
   local bad, idv = unsafe(KEYS[1], id)
   if bad then put_back(KEYS[2], old) return bad end
-  if not old then
-    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
-    if fl and ucmp(token, fl) < 0 then put_back(KEYS[2], old) return 'S' .. fl end
-  end
+  local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+  if fl and ucmp(token, fl) < 0 then put_back(KEYS[2], old) return 'S' .. fl end
 end
-)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[2]")};
+)LUA" COORD_REDIS_LUA_FENCE_RULE("KEYS[2]") COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, fence. ARGV: identity, '1' for the record's version (a
 /// SHA-1 of the record; '' when there is none). {'OK', highest, written, value, version}
-inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_UNSAFE "local rec = redis.call('GET', KEYS[2])\n"
+inline const detail::script fence_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_OP COORD_REDIS_LUA_UNSAFE "local rec = redis.call('GET', KEYS[2])\n"
     "local oid, h, at\n"
     "if rec then\n"
     "  oid, h, at = string.match(rec, '" COORD_REDIS_LUA_FENCE_HEAD " %d*\\n()')\n"
     "  if not h then return {'B'} end\n"
     "end\n" R"LUA(if oid ~= ARGV[1] then
   local bad, idv = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
-  if not rec then
-    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
-    if fl then return {'OK', fl, '0', '', ''} end
-  end
+  local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+  if fl and not rec then return {'OK', fl, '0', '', ''} end
+  if fl and h < fl then h = fl end
 end
 if not rec then return {'OK', '0', '0', '', ''} end
 local version = '' if ARGV[2] == '1' then version = redis.sha1hex(rec) end
 return {'OK', h, '1', string.sub(rec, at), version}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_READS};
 
 /// The write of a fence_update: a compare-and-set on the version read.
 /// ARGV: identity, token (20 digits), version read, value.
 /// 'OK' | 'S<highest>' | 'R' (changed: read again) | 'U' | 'C' | 'B'
-inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE R"LUA(
+inline const detail::script fence_cas{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_UNSAFE R"LUA(
 local id, token = ARGV[1], ARGV[2]
 local rec = redis.call('GET', KEYS[2])
 local oid, h, q
@@ -250,10 +283,8 @@ if rec then
 end
 if oid ~= id then
   local bad, idv = unsafe(KEYS[1], id) if bad then return bad end
-  if not rec then
-    local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
-    if fl and ucmp(token, fl) < 0 then return 'S' .. fl end
-  end
+  local _, fl = string.match(idv, '^%x+:(%d+):(%d+):')
+  if fl and ucmp(token, fl) < 0 then return 'S' .. fl end
 end
 if rec and ucmp(token, h) < 0 then return 'S' .. h end
 local version = '' if rec then version = redis.sha1hex(rec) end
@@ -261,7 +292,7 @@ if version ~= ARGV[3] then return 'R' end
 local keep = '' if rec and token == h then keep = q end
 redis.call('SET', KEYS[2], id .. token .. ' ' .. keep .. '\n' .. ARGV[4])
 return 'OK'
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 // ---------------------------------------------------------------- leases
 // The lease record is one string: "<held><w><last> <n>\n<holder> <ttl> <start>"
@@ -560,16 +591,17 @@ return {'0'}
 // ---------------------------------------------------------------- reservation, segment
 
 /// KEYS: identity, reservation hash (h highest token, u until_ms). ARGV: identity, until_ms, token.
-inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_UNSAFE R"LUA(
+inline const detail::script time_reserve{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_UCMP COORD_REDIS_LUA_CMP COORD_REDIS_LUA_UNSAFE R"LUA(
 local bad, idv = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local f = redis.call('HMGET', KEYS[2], 'h', 'u')
 local h, u = f[1] or '0', f[2] or '0'
-if not f[2] then u = string.match(idv, '^%x+:%d+:%d+:%d+:(%d+)$') or '0' end
+local fu = string.match(idv, '^%x+:%d+:%d+:%d+:(%d+)$')
+if fu and cmp(fu, u) > 0 then u = fu end
 if ucmp(ARGV[3], h) < 0 then return {'S', h} end
 if cmp(ARGV[2], u) > 0 then u = ARGV[2] end
 redis.call('HSET', KEYS[2], 'h', ARGV[3], 'u', u)
 return {'OK', u}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, the tag's counter (the last ID handed out). ARGV: identity, step.
 /// The last ID now, as digits | 'E' (past 2^63-1: exhausted) | 'U' | 'C'.
@@ -579,7 +611,7 @@ return {'OK', u}
 /// or was initialized again. INCRBY's answer is a double in Lua, exact below
 /// 2^53; above, the counter is read back as text (and the comparison with the
 /// step can only err towards reading the identity).
-inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UNSAFE R"LUA(
+inline const detail::script segment_allocate{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_UNSAFE R"LUA(
 local r = redis.pcall('INCRBY', KEYS[2], ARGV[2])
 if type(r) == 'table' and r.err then
   if string.find(r.err, 'overflow', 1, true) then return 'E' end
@@ -596,7 +628,7 @@ if r == tonumber(ARGV[2]) then
 end
 if r < 9007199254740992 then return string.format('%d', r) end
 return redis.call('GET', KEYS[2])
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 // ---------------------------------------------------------------- ledger
 // The slot's hash: k key, sm scheduled_ms, sv schedule_version, st state (0
@@ -607,14 +639,14 @@ return redis.call('GET', KEYS[2])
 /// KEYS: identity, slot. ARGV: now, identity, key, scheduled_ms, version,
 /// worker, payload hash, lease ttl ns, scheduled_ms + replay window (saturated).
 /// {kind, fence, attempt, holder, lease_until, result}; kind as claim_outcome.
-inline const detail::script ledger_claim{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_claim{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local now = clock(ARGV[1])
 local bad, idv = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
 if cmp(ARGV[9], ms_of(now)) < 0 then return {'4', '0', '0', '', '0', ''} end
 local lf = string.match(idv, '^%x+:%d+:%d+:(%d+):')
-if lf and ucmp(ARGV[4], lf) <= 0 and redis.call('EXISTS', KEYS[2]) == 0 then return {'4', '0', '0', '', '0', ''} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f', 'a', 'h', 'lu', 'ph', 'r')
 local st, f, a = r[1] or '0', r[2] or '0', tonumber(r[3] or '0')
+if lf and st ~= '2' and ucmp(ARGV[4], lf) <= 0 then return {'4', '0', '0', '', '0', ''} end
 if (a > 0 or st ~= '0') and (r[6] or '') ~= ARGV[7] then return {'3', '0', '0', '', '0', ''} end
 if st == '2' then return {'1', f, string.format('%d', a), '', '0', r[7] or ''} end
 if st == '1' and ucmp(now, r[5] or '0') < 0 then return {'2', f, string.format('%d', a), r[4] or '', r[5], ''} end
@@ -624,21 +656,21 @@ local lu = add(now, ARGV[8])
 redis.call('HSET', KEYS[2], 'k', ARGV[3], 'sm', ARGV[4], 'sv', ARGV[5], 'ph', ARGV[7], 'st', '1', 'f', f,
            'a', attempt, 'h', ARGV[6], 'lu', lu, 'sn', now)
 return {'0', f, attempt, ARGV[6], lu, ''}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, slot. ARGV: now, identity, fence, ttl ns. {'OK'} | {'S'}
-inline const detail::script ledger_heartbeat{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_heartbeat{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local now = clock(ARGV[1])
 local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f')
 if r[1] ~= '1' or r[2] ~= ARGV[3] then return {'S'} end
 redis.call('HSET', KEYS[2], 'lu', add(now, ARGV[4]))
 return {'OK'}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, slot, done index. ARGV: now, identity, fence, result,
 /// retain_until ns, its milliseconds (the index's score), the slot's key.
-inline const detail::script ledger_complete{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_complete{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local now = clock(ARGV[1])
 local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f')
@@ -646,38 +678,38 @@ if r[1] ~= '1' or r[2] ~= ARGV[3] then return {'S'} end
 redis.call('HSET', KEYS[2], 'st', '2', 'r', ARGV[4], 'cn', now, 'ru', ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
 return {'OK'}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, slot. ARGV: identity, fence, reason.
-inline const detail::script ledger_fail{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_fail{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f')
 if r[1] ~= '1' or r[2] ~= ARGV[2] then return {'S'} end
 redis.call('HSET', KEYS[2], 'st', '0', 'fr', ARGV[3], 'lu', '0')
 return {'OK'}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, slot. ARGV: identity, reason. {'OK', new fence} | {'S'}
-inline const detail::script ledger_revoke{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_revoke{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'f')
 if r[1] ~= '1' then return {'S'} end
 local f = uadd(r[2] or '0', '1')
 redis.call('HSET', KEYS[2], 'f', f, 'st', '0', 'fr', ARGV[2], 'lu', '0')
 return {'OK', f}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, slot. ARGV: identity. {'OK', k, sm, sv, st, f, a, h, lu, sn, cn, ru, ph, r, fr} | {'NONE'}
-inline const detail::script ledger_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+inline const detail::script ledger_read{COORD_REDIS_LUA_READS COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 if redis.call('EXISTS', KEYS[2]) == 0 then return {'NONE'} end
 local r = redis.call('HMGET', KEYS[2], 'k', 'sm', 'sv', 'st', 'f', 'a', 'h', 'lu', 'sn', 'cn', 'ru', 'ph', 'r', 'fr')
 local out = {'OK'}
 for i = 1, 14 do out[i + 1] = r[i] or '' end
 return out
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_READS};
 
 /// KEYS: identity, done index. ARGV: now, identity, the slots' key prefix. {'OK', removed}
-inline const detail::script ledger_prune{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script ledger_prune{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local now = clock(ARGV[1])
 local bad = unsafe(KEYS[1], ARGV[2]) if bad then return {bad} end
 local n = 0
@@ -691,7 +723,7 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms_of(now))) d
   end
 end
 return {'OK', string.format('%d', n)}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 // ---------------------------------------------------------------- sessions
 // A session's hash: u user, d data, c created_ms, ls last_seen_ms, ax
@@ -798,7 +830,7 @@ return {'OK', string.format('%d', n)}
 /// The denial is dropped by Redis a day after the token's exp (it cannot
 /// validate then anyway, unless a validator's clock is a day behind), and
 /// never sooner than a day from now on the server's clock.
-inline const detail::script revoke_token{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script revoke_token{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local u = redis.call('GET', KEYS[2])
 if not u or cmp(ARGV[2], u) > 0 then u = ARGV[2] end
@@ -808,18 +840,18 @@ local now = tonumber(redis.call('TIME')[1]) + 86400
 if e < now then e = now end
 if e < 253402300799 then redis.call('EXPIREAT', KEYS[2], string.format('%d', e)) end
 return {'OK'}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, the subject's not-before. ARGV: identity, not_before_s.
-inline const detail::script revoke_subject{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_PRELUDE R"LUA(
+inline const detail::script revoke_subject{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(
 local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 local nb = redis.call('GET', KEYS[2])
 if not nb or cmp(ARGV[2], nb) > 0 then redis.call('SET', KEYS[2], ARGV[2]) end
 return {'OK'}
-)LUA"};
+)LUA" COORD_REDIS_LUA_GEN_WRITES};
 
 /// KEYS: identity, denial, not-before. ARGV: identity, has jti, has sub, iat ('' none), now_s.
-inline const detail::script token_revoked{COORD_REDIS_LUA_READS COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
+inline const detail::script token_revoked{COORD_REDIS_LUA_READS COORD_REDIS_LUA_OP COORD_REDIS_LUA_PRELUDE R"LUA(local bad = unsafe(KEYS[1], ARGV[1]) if bad then return {bad} end
 if ARGV[2] == '1' then
   local u = redis.call('GET', KEYS[2])
   if u and cmp(ARGV[5], u) <= 0 then return {'OK', '1'} end
@@ -829,6 +861,30 @@ if ARGV[3] == '1' then
   if nb and (ARGV[4] == '' or cmp(ARGV[4], nb) < 0) then return {'OK', '1'} end
 end
 return {'OK', '0'}
+)LUA" COORD_REDIS_LUA_GEN_READS};
+
+// ---------------------------------------------------------------- store
+
+/// Initialization: the identity key's value and the generation raised to at
+/// least the server's microseconds (above every generation counted before,
+/// so that a client that saw the store before any loss never takes the new
+/// one for an older state). KEYS: identity, generation. ARGV: the identity
+/// key's value, '1' to replace an identity, the server's microseconds.
+/// 'OK' | 'A' (already initialized: nothing changed).
+inline const detail::script store_init{COORD_REDIS_LUA_WRITES R"LUA(
+if ARGV[2] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 'A' end
+redis.call('SET', KEYS[1], ARGV[1])
+local g = tonumber(redis.call('GET', KEYS[2]) or '0')
+if g < tonumber(ARGV[3]) then redis.call('SET', KEYS[2], ARGV[3]) end
+return 'OK'
+)LUA"};
+
+/// A segment counter raised to the segment floor (the recovery's first step,
+/// store::initialize). KEYS: counter. ARGV: floor. 'OK'
+inline const detail::script segment_raise{COORD_REDIS_LUA_WRITES COORD_REDIS_LUA_UCMP R"LUA(
+local v = redis.call('GET', KEYS[1])
+if v and string.match(v, '^%d+$') and ucmp(v, ARGV[1]) < 0 then redis.call('SET', KEYS[1], ARGV[1]) end
+return 'OK'
 )LUA"};
 
 /// A script that returns its argument: the floor the bench compares with.
@@ -846,5 +902,8 @@ inline const detail::script echo{"#!lua flags=no-writes\nreturn ARGV[1]\n"};
 #undef COORD_REDIS_LUA_CLOCK
 #undef COORD_REDIS_LUA_UNSAFE
 #undef COORD_REDIS_LUA_SESSION
+#undef COORD_REDIS_LUA_OP
+#undef COORD_REDIS_LUA_GEN_WRITES
+#undef COORD_REDIS_LUA_GEN_READS
 
 }  // namespace coord::redis::scripts

@@ -101,11 +101,14 @@ public:
         if (!major || *major < 7)
             throw store_error(make_error_code(errc::server_too_old),
                               "coord: the server at " + engine().calls().url() + " is not Redis 7.0 or later");
-        auto id = c.command({"GET", engine().key().identity()}, false);
-        if (!id) throw store_error(id.error(), "coord: Redis at " + engine().calls().url() + ": " + id.error().detail());
+        auto r = c.command({"MGET", engine().key().identity(), engine().key().generation()}, false);
+        if (!r) throw store_error(r.error(), "coord: Redis at " + engine().calls().url() + ": " + r.error().detail());
         // An identity key of another shape is left to known_identity, which refuses it.
-        if ((*id)->type == REDIS_REPLY_STRING && engine().well_formed_identity(detail::text(id->get())))
-            engine().set_identity(std::string(detail::text(id->get()).substr(0, 32)));
+        const auto id = detail::element(r->get(), 0);
+        if (engine().well_formed_identity(id)) engine().set_identity(std::string(id.substr(0, 32)));
+        // The generation now: a store that goes back below it is refused
+        // from the first call on.
+        if (const auto g = detail::i64_of(detail::element(r->get(), 1))) engine().saw_generation(*g);
     }
 
     /// Initializes the store: writes its identity key (a new random value),
@@ -120,8 +123,13 @@ public:
     /// coord takes zeros. Refused with errc::store_already_initialized when
     /// the store has an identity, unless `replace`: then the new identity
     /// and floors replace it, and every process that opened the store before
-    /// is refused (store_identity_changed) until it reopens. Cost: two round
-    /// trips (TIME, SET). Returns the new identity. Throws
+    /// is refused (store_identity_changed) until it reopens. The store's
+    /// generation is raised to at least the server's microseconds, above
+    /// every generation a client saw before, and every segment counter below
+    /// the segment floor is raised to it first (a counter kept by an older
+    /// state). Cost: two round trips (TIME, one script), and with a segment
+    /// floor a SCAN of the counters and one script each. Returns the new
+    /// identity. Throws
     /// std::invalid_argument for a segment floor above 2^63-2.
     result<std::string> initialize(const initial_floors& f, bool replace = false) {
         if (f.segment > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - 1)
@@ -136,19 +144,54 @@ public:
         stated.reservation_ms = f.reservation_now ? *now / 1'000'000 : f.reservation_ms;
         std::string value = coord::detail::identity_text(id, stated);
         pool::call c(engine().calls());
-        detail::command set{"SET", engine().key().identity(), std::move(value)};
-        if (!replace) set.push_back("NX");
-        auto r = c.command(set, true);
+        if (stated.segment > 0)
+            if (auto raised = raise_segment_counters(c, stated.segment); !raised) return unexpected(raised.error());
+        auto r = c.eval(scripts::store_init, {engine().key().identity(), engine().key().generation()},
+                        {std::move(value), replace ? "1" : "0", std::to_string(*now / 1000)}, true);
         if (!r) return unexpected(r.error());
-        if ((*r)->type == REDIS_REPLY_NIL)
+        if (detail::text(r->get()) != "OK" && detail::text(r->get()) != "A") return unexpected(detail::bad_reply("store init"));
+        if (detail::text(r->get()) == "A")
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
                                            "the Redis store at " + engine().calls().url() + " (" + engine().key().tag() +
                                                ") is already initialized; replacing its identity (--force) makes "
                                                "every process that opened it reopen"));
-        engine().set_identity(id);
+        engine().initialized(id);
         return id;
     }
 
+private:
+    // Every segment counter below the floor raised to it (SCAN over the
+    // store's counters, one script per counter), before the new identity is
+    // written: a counter that survived in an older state (an older
+    // append-only file) continues above the floor like a missing one.
+    // Ranges drawn from a counter before its raise come from the older state
+    // (the operator stops the drawers first: README, "When a store goes
+    // back"); every range drawn after it is above the floor.
+    result<void> raise_segment_counters(pool::call& c, std::uint64_t floor) {
+        std::string pattern;
+        for (const char ch : engine().key().of("segment", "")) {
+            if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+            pattern += ch;
+        }
+        pattern += '*';
+        const std::string f = std::to_string(floor);
+        std::string cursor = "0";
+        do {
+            auto r = c.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}, false);
+            if (!r) return unexpected(r.error());
+            if (detail::elements(r->get()) != 2 || (*r)->element[1]->type != REDIS_REPLY_ARRAY)
+                return unexpected(detail::bad_reply("SCAN"));
+            cursor = std::string(detail::element(r->get(), 0));
+            const redisReply* page = (*r)->element[1];
+            for (std::size_t i = 0; i < page->elements; ++i) {
+                auto raised = c.eval(scripts::segment_raise, {std::string(detail::text(page->element[i]))}, {f}, true);
+                if (!raised) return unexpected(raised.error());
+            }
+        } while (cursor != "0");
+        return {};
+    }
+
+public:
     /// The store's identity on the server now (empty: not initialized).
     result<std::string> server_identity() {
         pool::call c(engine().calls());
