@@ -49,6 +49,8 @@ coord::etcd::options opts() {
 coord::etcd::store& single() {
     static coord::etcd::store s =
         coord::open_store<coord::etcd::store>(url() + "?pool=1&prefix=" + prefix());
+    static const bool initialized = s.initialize(coord::etcd::initial_floors{}, true).has_value();
+    (void)initialized;
     return s;
 }
 coord::etcd::pool& floor_pool() {

@@ -32,8 +32,10 @@ const coord::test::cluster_script cluster{COORD_ETCD_SCRIPT, COORD_ETCD_CLUSTER_
 void member(const char* what, int i) { cluster.member(what, i); }
 
 std::unique_ptr<coord::etcd::store> open_store(const std::string& prefix) {
-    return std::make_unique<coord::etcd::store>(coord::test::etcd_cluster_url(), coord::etcd::server_clock{},
-                                                coord::test::etcd_options(prefix));
+    auto s = std::make_unique<coord::etcd::store>(coord::test::etcd_cluster_url(), coord::etcd::server_clock{},
+                                                  coord::test::etcd_options(prefix));
+    coord::test::etcd_init(*s);
+    return s;
 }
 
 // Four processes take one lease in turn and, holding it, add one to a counter
@@ -53,6 +55,7 @@ TEST(EtcdCluster, AMemberPausedWithSigstopNeverGivesAFalseSuccess) {
     coord::etcd::options o = coord::test::etcd_options(prefix);
     o.operation_timeout = 1s;
     coord::etcd::store store{coord::test::etcd_cluster_url(), {}, o};
+    coord::test::etcd_init(store);
     ASSERT_TRUE(store.fence_write("k", 1, "one"));
     member("pause", 0);
     int ok = 0, failed = 0;

@@ -37,6 +37,15 @@ inline etcd::options etcd_options(std::string prefix) {
     return o;
 }
 
+/// The store initialized as one that never served coord (zero floors);
+/// already initialized (another store object on the same prefix) is fine.
+template <class Store>
+Store& etcd_init(Store& s) {
+    auto r = s.initialize(etcd::initial_floors{});
+    if (!r && r.error() != errc::store_already_initialized) ADD_FAILURE() << "etcd store init: " << r.error().message();
+    return s;
+}
+
 struct etcd_factory {
     using store_type = etcd::basic_store<manual_clock>;
     static constexpr const char* name = "etcd";
@@ -44,7 +53,9 @@ struct etcd_factory {
     static constexpr bool tokens_floored_by_time = false;
     std::string prefix = etcd_fresh_prefix();
     std::unique_ptr<store_type> make(manual_clock clock) {
-        return std::make_unique<store_type>(etcd_url(), clock, etcd_options(prefix));
+        auto s = std::make_unique<store_type>(etcd_url(), clock, etcd_options(prefix));
+        etcd_init(*s);
+        return s;
     }
     std::unique_ptr<store_type> second;
     store_type* reopen(store_type*, manual_clock clock) {

@@ -31,7 +31,9 @@ using coord::test::etcd_options;
 using coord::test::etcd_url;
 
 std::unique_ptr<coord::etcd::store> fresh_store() {
-    return std::make_unique<coord::etcd::store>(etcd_url(), coord::etcd::server_clock{}, etcd_options(etcd_fresh_prefix()));
+    auto s = std::make_unique<coord::etcd::store>(etcd_url(), coord::etcd::server_clock{}, etcd_options(etcd_fresh_prefix()));
+    coord::test::etcd_init(*s);
+    return s;
 }
 
 // A port on loopback that nobody listens on.
@@ -60,6 +62,7 @@ TEST(Etcd, ALeaseWatchWakesAtAGrantAndARelease) {
     const auto opts = etcd_options(etcd_fresh_prefix());
     coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
     coord::etcd::store other{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::test::etcd_init(store);
     coord::test::expect_lease_watch_wakes(store, other, /*rearms=*/true);
 }
 
@@ -70,6 +73,7 @@ TEST(Etcd, ALeaseWatchWakesAtAGrantAndARelease) {
 TEST(EtcdRestore, ASnapshotRestoredUnderAStoreObjectIsRefusedNeverServed) {
     const auto opts = etcd_options(etcd_fresh_prefix());
     coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::test::etcd_init(store);
     const std::string snapshot = std::string(COORD_ETCD_DIR) + "/snapshot.db";
     const auto script = [&](const std::string& what) {
         const std::string c = std::string(COORD_ETCD_SCRIPT) + " " + what + " '" + COORD_ETCD_DIR + "' '" + snapshot + "'";
@@ -98,6 +102,75 @@ TEST(EtcdRestore, ASnapshotRestoredUnderAStoreObjectIsRefusedNeverServed) {
     ASSERT_FALSE(next);
     EXPECT_EQ(next.error(), coord::errc::state_went_back) << next.error().message();
     EXPECT_NE(next.error().message().find("went back"), std::string::npos) << next.error().message();
+
+    // A process started after the restore cannot tell (it never saw the
+    // later revisions). The README's recovery: initialize the store again
+    // with floors above what was handed out (--fence-floor now: this
+    // machine's microseconds), after which nothing is handed out twice.
+    coord::etcd::store later{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::etcd::initial_floors floors;
+    floors.segment = range->end - 1;
+    floors.fence_now = true;
+    floors.reservation_now = true;
+    ASSERT_EQ(later.initialize(floors).error(), coord::errc::store_already_initialized);
+    ASSERT_TRUE(later.initialize(floors, /*replace=*/true));
+    auto d = later.lease_acquire("n", "D", 30s);
+    ASSERT_TRUE(d) << d.error().code.message();
+    EXPECT_GT(d->token, b->token) << "a lease token went back across the restore";
+    EXPECT_GT(d->token, 200u);
+    auto stale = later.fence_write("f", 200, "B's late write");
+    ASSERT_FALSE(stale) << "token 200 accepted again after the recovery";
+    EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+    EXPECT_GT(stale.error().highest, 200u);
+    auto fresh_key = later.fence_write("a key the snapshot never had", b->token, "late");
+    ASSERT_FALSE(fresh_key);
+    EXPECT_EQ(fresh_key.error(), coord::errc::stale_fence);
+    EXPECT_TRUE(later.fence_write("f", d->token, "by D")) << "a lease granted after the recovery passes";
+    auto ids = later.segment_allocate("s", 10);
+    ASSERT_TRUE(ids) << ids.error().message();
+    EXPECT_GE(ids->begin, range->end) << "a segment ID handed out again";
+    auto other_tag = later.segment_allocate("t", 10);
+    ASSERT_TRUE(other_tag);
+    EXPECT_GE(other_tag->begin, range->end) << "a missing counter continues above the floor";
+    EXPECT_EQ(store.segment_allocate("s", 10).error(), coord::errc::store_identity_changed)
+        << "a store object opened before the recovery keeps working";
+    ASSERT_TRUE(later.lease_release("n", "D", d->token));
+}
+
+// The store's keys deleted by another client (Debian's etcdctl, `del
+// --prefix`): nothing is made again over them. A store object that saw the
+// store refuses with state_went_back, one that did not with
+// store_uninitialized (creating a store is `store init`); leases too, since
+// their tokens rest on the store's floor.
+TEST(Etcd, KeysDeletedByEtcdctlAreNeverMadeAgain) {
+    const auto opts = etcd_options(etcd_fresh_prefix());
+    coord::etcd::store store{etcd_url(), coord::etcd::server_clock{}, opts};
+    coord::test::etcd_init(store);
+    ASSERT_TRUE(store.fence_write("f", 200, "at 200"));
+    auto range = store.segment_allocate("s", 10);
+    ASSERT_TRUE(range);
+    ASSERT_TRUE(store.revoke_token("stolen", 4000000000));
+    const std::string endpoint = "http://" + etcd_url().substr(std::string("etcd://").size());
+    const std::string del = "ETCDCTL_API=3 etcdctl --endpoints " + endpoint + " del --prefix '" + store.key_prefix() + "' >/dev/null";
+    ASSERT_EQ(std::system(del.c_str()), 0) << del;
+
+    auto late = store.fence_write("f", 150, "late");
+    ASSERT_FALSE(late) << "token 150 accepted after 200";
+    EXPECT_EQ(late.error(), coord::errc::state_went_back) << late.error().code.message();
+    EXPECT_NE(late.error().code.message().find("store init"), std::string::npos) << late.error().code.message();
+    auto again = store.segment_allocate("s", 10);
+    ASSERT_FALSE(again) << "handed out " << again->begin << " again";
+    EXPECT_EQ(again.error(), coord::errc::state_went_back);
+    EXPECT_EQ(store.token_revoked("stolen", "", std::nullopt, 1).error(), coord::errc::state_went_back);
+    EXPECT_EQ(store.fence_read("f").error(), coord::errc::state_went_back);
+    EXPECT_EQ(store.lease_acquire("n", "A", 30s).error(), coord::errc::state_went_back);
+    coord::etcd::store opened_after{etcd_url(), coord::etcd::server_clock{}, opts};
+    EXPECT_EQ(opened_after.segment_allocate("s", 10).error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(opened_after.fence_write("f", 150, "late").error(), coord::errc::store_uninitialized);
+    EXPECT_EQ(opened_after.lease_acquire("n", "A", 30s).error(), coord::errc::store_uninitialized);
+    const std::string count = "test -z \"$(ETCDCTL_API=3 etcdctl --endpoints " + endpoint + " get --prefix --keys-only '" +
+                              store.key_prefix() + "')\"";
+    EXPECT_EQ(std::system(count.c_str()), 0) << "a refused call made a key";
 }
 
 TEST(Etcd, TermsAreEtcdsWholeSecondsRoundedUpAndReportedAsGranted) {
@@ -214,6 +287,7 @@ TEST(Etcd, ASpareIsReusedWithoutARenewalWhileTheAskedTTLIsLeftAndAGoneSpareIsRep
 TEST(Etcd, ASpareLeaseGivesAWholeTermAndOneThatEndedUnusedIsNotReused) {
     coord::manual_clock clock{coord::test::test_epoch()};
     coord::etcd::basic_store<coord::manual_clock> store{etcd_url(), clock, etcd_options(etcd_fresh_prefix())};
+    coord::test::etcd_init(store);
     const auto now = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()); };
     auto a = store.lease_acquire("a", "A", 10s);
     ASSERT_TRUE(a) << a.error().code.message();
@@ -254,6 +328,7 @@ TEST(Etcd, ALateRenewIsToldExpiredByTheGrantsStoreObjectAndNotHolderByAnother) {
     const std::string prefix = etcd_fresh_prefix();
     coord::etcd::basic_store<coord::manual_clock> mine{etcd_url(), clock, etcd_options(prefix)};
     coord::etcd::basic_store<coord::manual_clock> other{etcd_url(), clock, etcd_options(prefix)};
+    coord::test::etcd_init(mine);
     auto a = mine.lease_acquire("a", "A", 5s);
     ASSERT_TRUE(a) << a.error().code.message();
     auto seen = other.lease_read("a");
@@ -339,6 +414,7 @@ TEST(Etcd, AnEndpointThatCannotBeReachedIsSkippedForTheNext) {
     const std::string live = etcd_url().substr(7);
     const std::string url = "etcd://" + closed_endpoint() + "," + live;
     coord::etcd::store store{url, {}, etcd_options(etcd_fresh_prefix())};
+    coord::test::etcd_init(store);
     auto l = store.lease_acquire("n", "A", 5s);
     ASSERT_TRUE(l) << l.error().code.message();
     EXPECT_TRUE(store.fence_write("k", l->token, "v"));

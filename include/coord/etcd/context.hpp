@@ -22,6 +22,7 @@
 #include "coord/clock.hpp"
 #include "coord/detail/backoff.hpp"
 #include "coord/etcd/connection.hpp"
+#include "coord/initial_floors.hpp"
 
 namespace coord::etcd::detail {
 
@@ -138,6 +139,8 @@ public:
         return k;
     }
     const std::string& prefix() const noexcept { return prefix_; }
+    /// The store's identity and floors (store::initialize): "PREFIX/identity".
+    std::string identity() const { return prefix_ + "identity"; }
 
 private:
     std::string prefix_;
@@ -176,6 +179,80 @@ public:
         if (!a) return a;
         if (auto back = went_back(before, a->revision, writes)) return unexpected(std::move(*back));
         return a;
+    }
+
+    /// The store's identity key as this store object knows it: its text
+    /// (the compare every call that needs the store's data makes) and its
+    /// floors. Read when the store object opens and, until the store is
+    /// initialized, again by each such call (one round trip).
+    struct identity_known {
+        std::string text;
+        coord::detail::stated_floors floors;
+    };
+    result<identity_known> identity() {
+        {
+            std::lock_guard lk(identity_mutex_);
+            if (!identity_.text.empty()) return identity_;
+        }
+        auto r = txn({}, {get(keys_.identity())}, {}, false);
+        if (!r) return unexpected(r.error());
+        if (r->ranges.empty() || !r->ranges[0]) return unexpected(identity_refusal(std::nullopt));
+        return learn_identity(r->ranges[0]->value);
+    }
+    /// Records the identity key's value read (or written) by this store
+    /// object; refused when it is not coord's.
+    result<identity_known> learn_identity(const std::string& text) {
+        auto parsed = coord::detail::parse_identity(text);
+        if (!parsed)
+            return unexpected(coord::error(coord::make_error_code(coord::errc::state_corrupt),
+                                           "the identity key of the etcd store at " + pool_.url() + " (" + keys_.identity() +
+                                               ") holds a value coord did not write"));
+        std::lock_guard lk(identity_mutex_);
+        identity_ = identity_known{text, parsed->floors};
+        saw_identity_ = true;
+        return identity_;
+    }
+    /// The compare a call that needs the store's data adds to its
+    /// transaction: the identity key still holds what this store object knows.
+    static std::string identity_is(const keys& k, const identity_known& id) { return value_is(k.identity(), id.text); }
+    /// Why a call that needs the store's data is refused, from the identity
+    /// key's value now (nullopt: absent): absent, the store lost its data
+    /// (state_went_back to a store object that saw it; store_uninitialized
+    /// otherwise: nothing is made again); another identity, it was
+    /// initialized again (store_identity_changed); the same, nothing
+    /// (nullopt: the call's other compares decide).
+    std::optional<coord::error> identity_problem(const std::optional<kv>& now) {
+        std::lock_guard lk(identity_mutex_);
+        if (now && now->value == identity_.text) return std::nullopt;
+        if (now && identity_.text.empty()) return std::nullopt;
+        return identity_refusal_locked(now);
+    }
+    /// After a transaction that compared the identity was refused: reads
+    /// the identity key and says what is wrong with it (nullopt: nothing,
+    /// another compare refused; a failed read is the error).
+    std::optional<coord::error> identity_changed() {
+        auto r = txn({}, {get(keys_.identity())}, {}, false);
+        if (!r) return r.error();
+        return identity_problem(r->ranges.empty() ? std::nullopt : r->ranges[0]);
+    }
+    coord::error identity_refusal(const std::optional<kv>& now) {
+        std::lock_guard lk(identity_mutex_);
+        return identity_refusal_locked(now);
+    }
+
+    /// Lease tokens: an etcd revision (the holder key's create revision)
+    /// plus the store's fence floor, so that a store initialized again after
+    /// it went back (--fence-floor now: this machine's microseconds, far
+    /// above any revision) grants only tokens above every earlier one.
+    fence_token token_of(std::int64_t revision) const {
+        std::lock_guard lk(identity_mutex_);
+        return identity_.floors.fence + static_cast<fence_token>(revision);
+    }
+    /// The create revision of the grant whose token is `token` (0 for a
+    /// token below the floor: no grant of this identity).
+    std::int64_t revision_of(fence_token token) const {
+        std::lock_guard lk(identity_mutex_);
+        return token > identity_.floors.fence ? static_cast<std::int64_t>(token - identity_.floors.fence) : 0;
     }
 
     /// The highest revision a transaction's answer carried for this store
@@ -335,6 +412,31 @@ private:
         return r;
     }
 
+    coord::error identity_refusal_locked(const std::optional<kv>& now) const {
+        const std::string where = "the etcd store at " + pool_.url() + " (" + keys_.prefix() + ")";
+        const std::string recovery =
+            "Unless the data can be put back, initialize the store again stating floors above everything it handed "
+            "out, and reopen: coordctl store init --store URL --force --segment-floor N (at least the largest "
+            "segment ID it ever handed out) --fence-floor N|now (at least the highest fence token any key accepted; "
+            "now: this machine's time in microseconds, above every lease token etcd's revisions made) "
+            "--ledger-floor none [--reservation-floor now]; README: \"When a store goes back\"";
+        if (now)
+            return coord::error(coord::make_error_code(coord::errc::store_identity_changed),
+                                where + " was initialized again since this process opened it: open it again");
+        if (saw_identity_)
+            return coord::error(coord::make_error_code(coord::errc::state_went_back),
+                                where + " lost its identity key, which this process saw: its keys were deleted (or "
+                                        "the store was restored from before it was initialized), so fence records, "
+                                        "segment counters, time reservations and token revocations may be gone; "
+                                        "nothing is made again over them. " +
+                                    recovery);
+        return coord::error(coord::make_error_code(coord::errc::store_uninitialized),
+                            where + " has no identity key: it was never initialized, or it lost its data; nothing "
+                                    "that needs its data is answered. A store that never served coord: coordctl "
+                                    "store init --store URL --segment-floor 0 --fence-floor 0 --ledger-floor none. " +
+                                recovery);
+    }
+
     // `before`: the highest revision answered before the call was sent;
     // `writes`: whether the call's transaction could write.
     std::optional<coord::error> went_back(std::int64_t before, std::int64_t revision, bool writes) {
@@ -356,6 +458,9 @@ private:
     Clock clock_;
     keys keys_;
     std::atomic<std::int64_t> seen_{0};
+    mutable std::mutex identity_mutex_;
+    identity_known identity_;   // empty text: not known yet
+    bool saw_identity_ = false;  // this store object read or wrote an identity
 };
 
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }

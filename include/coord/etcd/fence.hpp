@@ -22,6 +22,7 @@
 // conflict, up to 64 times).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,9 +51,12 @@ public:
         const std::string fk = fence_key(key), sk = seq_key(key);
         using R = result<void, write_error>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
-            auto r = ctx_.txn({}, {detail::get(fk), detail::get(sk)}, {}, false);
+            auto id = ctx_.identity();
+            if (!id) return R(unexpected(write_error{id.error(), 0}));
+            auto r = ctx_.txn({}, {detail::get(fk), detail::get(sk), detail::get(ctx_.key().identity())}, {}, false);
             if (!r) return R(unexpected(write_error{r.error(), 0}));
-            if (r->ranges.size() != 2) return R(unexpected(write_error{detail::bad("fence update: two ranges expected"), 0}));
+            if (r->ranges.size() != 3) return R(unexpected(write_error{detail::bad("fence update: three ranges expected"), 0}));
+            if (auto bad = ctx_.identity_problem(r->ranges[2])) return R(unexpected(write_error{*bad, 0}));
             const auto& f = r->ranges[0];
             std::string value;
             if (f) {
@@ -61,11 +65,13 @@ public:
                 if (token < parsed->first)
                     return R(unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), parsed->first}));
                 value = std::move(parsed->second);
+            } else if (token < id->floors.fence) {
+                return R(unexpected(write_error{coord::make_error_code(coord::errc::stale_fence), id->floors.fence}));
             }
             fn(value);
             std::vector<std::string> puts{detail::put(fk, record(token, value))};
             if (!r->ranges[1]) puts.push_back(detail::put(sk, detail::padded(token) + ":"));
-            auto w = ctx_.txn({detail::mod_is(fk, f ? f->mod_revision : 0)}, puts, {}, true);
+            auto w = ctx_.txn({detail::mod_is(fk, f ? f->mod_revision : 0), ctx_.identity_is(ctx_.key(), *id)}, puts, {}, true);
             if (!w) return R(unexpected(write_error{w.error(), 0}));
             if (w->succeeded) return R();
             return std::nullopt;
@@ -75,9 +81,14 @@ public:
     }
 
     result<fenced_value> fence_read(std::string_view key) {
-        auto r = ctx_.txn({}, {detail::get(fence_key(key))}, {}, false);
+        auto id = ctx_.identity();
+        if (!id) return unexpected(id.error());
+        auto r = ctx_.txn({}, {detail::get(fence_key(key)), detail::get(ctx_.key().identity())}, {}, false);
         if (!r) return unexpected(r.error());
-        if (r->ranges.empty() || !r->ranges[0]) return fenced_value{};
+        if (r->ranges.size() != 2) return unexpected(detail::bad("fence read: two ranges expected"));
+        if (auto bad = ctx_.identity_problem(r->ranges[1])) return unexpected(*bad);
+        // A missing record reads as the floor (the store's initialization).
+        if (!r->ranges[0]) return fenced_value{id->floors.fence, {}, false};
         auto parsed = parse(r->ranges[0]->value);
         if (!parsed) return unexpected(detail::bad("fence read: the record is malformed"));
         return fenced_value{parsed->first, std::move(parsed->second), true};
@@ -124,13 +135,28 @@ private:
             if (r->succeeded) return R();
             // Refused: a new key (every value compare fails on a missing
             // key), or the token or the sequence did not pass. A new key is
-            // written only if it is still new; otherwise the same transaction
-            // reads the record.
+            // written only if it is still new and the store's identity is
+            // the one this store object knows (a key missing from a store
+            // whose keys were deleted is not made again), with a token at
+            // least the store's fence floor; otherwise the same transaction
+            // reads the record and the identity.
+            auto id = ctx_.identity();
+            if (!id) return R(unexpected(write_error{id.error(), 0}));
             std::vector<std::string> first{detail::put(fk, record(token, value)), detail::put(sk, pair)};
-            auto c = ctx_.txn({detail::create_is(fk, 0)}, first, {detail::get(fk)}, true);
+            const bool below_floor = token < id->floors.fence;
+            auto c = below_floor ? ctx_.txn({}, {detail::get(fk), detail::get(ctx_.key().identity())}, {}, false)
+                                 : ctx_.txn({detail::create_is(fk, 0), ctx_.identity_is(ctx_.key(), *id)}, first,
+                                            {detail::get(fk), detail::get(ctx_.key().identity())}, true);
             if (!c) return R(unexpected(write_error{c.error(), 0}));
-            if (c->succeeded) return R();
-            if (c->ranges.empty() || !c->ranges[0]) return std::nullopt;
+            if (c->succeeded && !below_floor) return R();
+            if (c->ranges.size() != 2) return R(unexpected(write_error{detail::bad("fence write: two ranges expected"), 0}));
+            if (auto bad = ctx_.identity_problem(c->ranges[1])) return R(unexpected(write_error{*bad, 0}));
+            if (below_floor) {
+                const auto parsed = c->ranges[0] ? parse(c->ranges[0]->value) : std::nullopt;
+                return R(unexpected(write_error{coord::make_error_code(coord::errc::stale_fence),
+                                                std::max(id->floors.fence, parsed ? parsed->first : 0)}));
+            }
+            if (!c->ranges[0]) return std::nullopt;
             auto parsed = parse(c->ranges[0]->value);
             if (!parsed) return R(unexpected(write_error{detail::bad("fence write: the record is malformed"), 0}));
             const fence_token highest = parsed->first;

@@ -3,10 +3,15 @@
 //
 // A grant is an etcd lease and a holder key attached to it
 // (PREFIX/lease/NAME/holder, the owner as its value), put in a transaction
-// that compares the key's create revision with 0 (nobody holds it). The fence
-// token is the holder key's create revision: etcd's revision only grows, over
-// the whole cluster, across member restarts, leader changes and compaction,
-// so every new holder's token is larger than every earlier one's. When the
+// that compares the key's create revision with 0 (nobody holds it) and the
+// store's identity key with the one this store object knows. The fence
+// token is the holder key's create revision plus the store's fence floor
+// (context::token_of): etcd's revision only grows, over the whole cluster,
+// across member restarts, leader changes and compaction, so every new
+// holder's token is larger than every earlier one's; a snapshot restore
+// takes the revision back, and the recovery (the store initialized again
+// with --fence-floor now: this machine's microseconds) puts every later
+// token above every earlier one (README, "When a store goes back"). When the
 // term ends etcd deletes the key and keeps nothing that tells an ended term
 // from a release: a late renew of a grant this store object made (and did
 // not release) is told lease_expired, of another process's grant
@@ -77,6 +82,8 @@ public:
         if (auto e = ctx_.expire_due(); !e) return failed(e.error());
         const std::int64_t seconds = detail::context<Clock>::grant_seconds(ttl);
         const std::string holder = holder_key(name);
+        auto id = ctx_.identity();
+        if (!id) return failed(id.error());
         result<detail::txn_answer> r = unexpected(detail::bad("lease acquire: no attempt"));
         lease_got g;
         // A spare taken without a renewal may have ended after all (this
@@ -86,7 +93,8 @@ public:
             auto got = fresh ? fresh_lease(ttl) : lease_for(ttl, seconds);
             if (!got) return failed(got.error());
             g = *got;
-            r = ctx_.txn({detail::create_is(holder, 0)}, {detail::put(holder, owner, g.held.id)}, {}, true);
+            r = ctx_.txn({detail::create_is(holder, 0), ctx_.identity_is(ctx_.key(), *id)}, {detail::put(holder, owner, g.held.id)},
+                         {}, true);
             if (r || fresh || !g.unrenewed || r.error().detail().find("lease not found") == std::string::npos) break;
         }
         if (!r) {
@@ -94,8 +102,9 @@ public:
             return failed(r.error());
         }
         if (r->succeeded) {
-            remember(name, owner, static_cast<fence_token>(r->revision), seconds, g.held);
-            return lease{std::string(name), std::string(owner), static_cast<fence_token>(r->revision),
+            const fence_token token = ctx_.token_of(r->revision);
+            remember(name, owner, token, seconds, g.held);
+            return lease{std::string(name), std::string(owner), token,
                          std::chrono::nanoseconds{g.term.ttl_ns}, std::chrono::nanoseconds{g.term.expires_ns}};
         }
         keep_spare(seconds, g.held);  // no key took it
@@ -105,6 +114,7 @@ public:
     result<lease, lease_error> lease_renew(std::string_view name, std::string_view owner, fence_token token,
                                            std::chrono::nanoseconds ttl) {
         if (auto e = ctx_.expire_due(); !e) return failed(e.error());
+        if (auto id = ctx_.identity(); !id) return failed(id.error());  // tokens rest on its floor
         // This store object's own grant, for its term: a keepalive of the
         // grant's own lease (1 round trip). Gone: ask etcd what happened.
         if (auto mine = recalled(name, owner, token); mine && ttl.count() <= 0) {
@@ -122,7 +132,7 @@ public:
         if (!r) return failed(r.error());
         if (r->ranges.size() != 1) return failed(detail::bad("lease renew: one range expected"));
         const auto& h = r->ranges[0];
-        const bool holds = h && h->value == owner && (token == 0 || static_cast<fence_token>(h->create_revision) == token);
+        const bool holds = h && h->value == owner && (token == 0 || ctx_.token_of(h->create_revision) == token);
         if (!holds) {
             // A grant this store object made and has not released, and no
             // holder key: its term ended. (Another process's grant whose key
@@ -131,7 +141,7 @@ public:
             const bool ours = !h && recalled(name, owner, token).has_value();
             return refusal(ours ? coord::errc::lease_expired : coord::errc::not_lease_holder, h);
         }
-        const fence_token mine = static_cast<fence_token>(h->create_revision);
+        const fence_token mine = ctx_.token_of(h->create_revision);
         const bool same_term = ttl.count() <= 0 || detail::context<Clock>::grant_seconds(ttl) == current_seconds(h->lease);
         if (same_term || detail::context<Clock>::test_clock) {
             // The keepalive acts on this grant's own lease: no one else's grant shares it.
@@ -164,6 +174,7 @@ public:
 
     result<void, lease_error> lease_release(std::string_view name, std::string_view owner, fence_token token) {
         if (auto e = ctx_.expire_due(); !e) return unexpected(failed(e.error()).error());
+        if (auto id = ctx_.identity(); !id) return unexpected(failed(id.error()).error());
         const auto mine = recalled(name, owner, token);
         if (mine) forget(name);
         const std::string holder = holder_key(name);
@@ -175,7 +186,7 @@ public:
         const bool exact = mine && token != 0;
         std::vector<std::string> compare;
         if (!exact) compare.push_back(detail::value_is(holder, owner));
-        if (token != 0) compare.push_back(detail::create_is(holder, static_cast<std::int64_t>(token)));
+        if (token != 0) compare.push_back(detail::create_is(holder, ctx_.revision_of(token)));
         auto r = ctx_.txn(compare, {exact ? detail::del(holder) : detail::del_prev(holder)}, {}, true);
         if (!r) return unexpected(failed(r.error()).error());
         if (!r->succeeded) return unexpected(refusal_reading(coord::errc::not_lease_holder, holder).error());
@@ -189,6 +200,7 @@ public:
 
     result<std::optional<lease>> lease_read(std::string_view name) {
         if (auto e = ctx_.expire_due(); !e) return unexpected(e.error());
+        if (auto id = ctx_.identity(); !id) return unexpected(id.error());
         auto r = ctx_.txn({}, {detail::get(holder_key(name))}, {}, false);
         if (!r) return unexpected(r.error());
         if (r->ranges.empty() || !r->ranges[0]) return std::optional<lease>{};
@@ -196,7 +208,7 @@ public:
         auto t = ctx_.remaining(h.lease);
         if (!t) return unexpected(t.error());
         if (!*t) return std::optional<lease>{};
-        return std::optional<lease>{lease{std::string(name), h.value, static_cast<fence_token>(h.create_revision),
+        return std::optional<lease>{lease{std::string(name), h.value, ctx_.token_of(h.create_revision),
                                           std::chrono::nanoseconds{(*t)->ttl_ns}, std::chrono::nanoseconds{(*t)->expires_ns}}};
     }
 
@@ -350,7 +362,9 @@ private:
     // A refusal describing the live holder of `holder` (read now: the hot
     // transactions carry nothing in their failure branch, see fence.hpp).
     unexpected<lease_error> refusal_reading(coord::errc code, const std::string& holder) {
-        auto r = ctx_.txn({}, {detail::get(holder)}, {}, false);
+        auto r = ctx_.txn({}, {detail::get(holder), detail::get(ctx_.key().identity())}, {}, false);
+        if (r && r->ranges.size() == 2)
+            if (auto bad = ctx_.identity_problem(r->ranges[1])) return failed(*bad);
         return refusal(code, r && !r->ranges.empty() ? r->ranges[0] : std::nullopt);
     }
     // A refusal describing the live holder `h` (its term from etcd).
@@ -361,7 +375,7 @@ private:
             auto t = ctx_.remaining(h->lease);
             if (t && *t) {
                 e.holder = h->value;
-                e.token = static_cast<fence_token>(h->create_revision);
+                e.token = ctx_.token_of(h->create_revision);
                 e.expires_at = std::chrono::nanoseconds{(*t)->expires_ns};
             }
         }

@@ -3,8 +3,10 @@
 // generator's high-water mark of reserved time, per node).
 //
 // PREFIX/reservation/KEY holds "highest-token until-ms". time_reserve reads
-// it and its mod revision, applies the rule, and a transaction writes it only
-// if the mod revision is unchanged: 2 round trips, again on a conflict (up to
+// it and its mod revision (a missing record starts at the store's
+// reservation floor), applies the rule, and a transaction writes it only if
+// the mod revision and the store's identity key are unchanged (refused: the
+// identity key read, and a store whose identity is gone or another refuses): 2 round trips, again on a conflict (up to
 // 64 times, then errc::contention).
 #pragma once
 
@@ -28,11 +30,16 @@ public:
         const std::string k = ctx_.key().of("reservation", key);
         using R = result<std::int64_t, write_error>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
+            auto id = ctx_.identity();
+            if (!id) return R(unexpected(write_error{id.error(), 0}));
             auto r = ctx_.txn({}, {detail::get(k)}, {}, false);
             if (!r) return R(unexpected(write_error{r.error(), 0}));
+            if (r->ranges.size() != 1) return R(unexpected(write_error{detail::bad("time reserve: one range expected"), 0}));
             coord::detail::reservation_rule::record rec;
+            // A missing record starts at the store's reservation floor.
+            rec.until_ms = id->floors.reservation_ms;
             std::int64_t mod = 0;
-            if (!r->ranges.empty() && r->ranges[0]) {
+            if (r->ranges[0]) {
                 const std::string& v = r->ranges[0]->value;
                 const auto space = v.find(' ');
                 auto h = detail::unpadded(v.substr(0, space));
@@ -47,10 +54,11 @@ public:
             }
             auto ruled = coord::detail::reservation_rule::reserve(rec, until_ms, token);
             if (!ruled) return R(unexpected(ruled.error()));
-            auto w = ctx_.txn({detail::mod_is(k, mod)},
+            auto w = ctx_.txn({detail::mod_is(k, mod), ctx_.identity_is(ctx_.key(), *id)},
                               {detail::put(k, std::to_string(rec.highest) + " " + std::to_string(rec.until_ms))}, {}, true);
             if (!w) return R(unexpected(write_error{w.error(), 0}));
             if (w->succeeded) return R(*ruled);
+            if (auto bad = ctx_.identity_changed()) return R(unexpected(write_error{*bad, 0}));
             return std::nullopt;
         });
         if (decided) return *decided;

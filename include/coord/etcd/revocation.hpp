@@ -2,6 +2,9 @@
 // coord/etcd/revocation.hpp: revocation_store on etcd (the JWT deny list and
 // per-subject not-before times).
 //
+// token_revoked reads the store's identity with its keys and every write
+// compares it: a store whose keys were deleted (a denial gone) refuses
+// instead of answering "not revoked".
 // PREFIX/denied/JTI holds the latest exp a denial was given and
 // PREFIX/not-before/SUB the subject's not-before (decimal seconds). A write
 // reads the key and its mod revision and writes the larger time in a
@@ -33,9 +36,13 @@ public:
         return raise(ctx_.key().of("not-before", sub), not_before_s);
     }
     result<bool> token_revoked(std::string_view jti, std::string_view sub, std::optional<std::int64_t> iat, std::int64_t now_s) {
-        auto r = ctx_.txn({}, {detail::get(ctx_.key().of("denied", jti)), detail::get(ctx_.key().of("not-before", sub))}, {}, false);
+        if (auto id = ctx_.identity(); !id) return unexpected(id.error());
+        auto r = ctx_.txn({}, {detail::get(ctx_.key().of("denied", jti)), detail::get(ctx_.key().of("not-before", sub)),
+                               detail::get(ctx_.key().identity())},
+                          {}, false);
         if (!r) return unexpected(r.error());
-        if (r->ranges.size() != 2) return unexpected(detail::bad("token_revoked: two ranges expected"));
+        if (r->ranges.size() != 3) return unexpected(detail::bad("token_revoked: three ranges expected"));
+        if (auto bad = ctx_.identity_problem(r->ranges[2])) return unexpected(*bad);
         if (!jti.empty() && r->ranges[0]) {
             auto until = number_of(r->ranges[0]->value);
             if (!until) return unexpected(detail::bad("a denial is not a number"));
@@ -61,19 +68,24 @@ private:
     result<void> raise(const std::string& key, std::int64_t t) {
         using R = result<void>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
+            auto id = ctx_.identity();
+            if (!id) return R(unexpected(id.error()));
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
             if (!r) return R(unexpected(r.error()));
+            if (r->ranges.size() != 1) return R(unexpected(detail::bad("revocation: one range expected")));
             std::int64_t mod = 0, current = std::numeric_limits<std::int64_t>::min();
-            if (!r->ranges.empty() && r->ranges[0]) {
+            if (r->ranges[0]) {
                 auto v = number_of(r->ranges[0]->value);
                 if (!v) return R(unexpected(detail::bad("a revocation time is not a number")));
                 current = *v;
                 mod = r->ranges[0]->mod_revision;
             }
-            if (mod != 0 && current >= t) return R();
-            auto w = ctx_.txn({detail::mod_is(key, mod)}, {detail::put(key, std::to_string(t))}, {}, true);
+            if (mod != 0 && current >= t) return R();  // kept data: already as late
+            auto w = ctx_.txn({detail::mod_is(key, mod), ctx_.identity_is(ctx_.key(), *id)}, {detail::put(key, std::to_string(t))},
+                              {}, true);
             if (!w) return R(unexpected(w.error()));
             if (w->succeeded) return R();
+            if (auto bad = ctx_.identity_changed()) return R(unexpected(*bad));
             return std::nullopt;
         });
         if (decided) return *decided;

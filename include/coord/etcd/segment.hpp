@@ -2,8 +2,11 @@
 // coord/etcd/segment.hpp: segment_allocator on etcd (Leaf ranges).
 //
 // The tag's counter, PREFIX/segment/TAG, holds the last ID handed out.
-// segment_allocate reads it and its mod revision, then a transaction writes
-// the counter advanced by the step only if the mod revision is unchanged:
+// segment_allocate reads it and its mod revision (a missing counter starts
+// at the store's segment floor), then a transaction writes the counter
+// advanced by the step only if the mod revision is unchanged and the store's
+// identity key is the one this store object knows (refused: a third reads
+// the identity key, and a store whose identity is gone or another refuses):
 // 2 round trips, and again when another allocator got in between (up to 64
 // times, then errc::contention). Ranges never overlap: every range is the
 // counter's step from one revision to the next.
@@ -29,11 +32,15 @@ public:
         const std::string key = ctx_.key().of("segment", tag);
         using R = result<segment_range>;
         auto decided = coord::detail::retry_conflicts(coord::detail::conflict_tries, [&](int) -> std::optional<R> {
+            auto id = ctx_.identity();
+            if (!id) return R(unexpected(id.error()));
             auto r = ctx_.txn({}, {detail::get(key)}, {}, false);
             if (!r) return R(unexpected(r.error()));
-            std::uint64_t used = 0;
+            if (r->ranges.size() != 1) return R(unexpected(detail::bad("segment allocate: one range expected")));
+            // A missing counter continues above the store's segment floor.
+            std::uint64_t used = id->floors.segment;
             std::int64_t mod = 0;
-            if (!r->ranges.empty() && r->ranges[0]) {
+            if (r->ranges[0]) {
                 auto v = detail::unpadded(r->ranges[0]->value);
                 if (!v) return R(unexpected(detail::bad("segment counter is not a number")));
                 used = *v;
@@ -41,10 +48,12 @@ public:
             }
             if (step > segment_id_limit - 1 - used) return R(unexpected(coord::make_error_code(coord::errc::range_exhausted)));
             const std::uint64_t last = used + step;
-            auto w = ctx_.txn({detail::mod_is(key, mod)}, {detail::put(key, std::to_string(last))}, {}, true);
+            auto w = ctx_.txn({detail::mod_is(key, mod), ctx_.identity_is(ctx_.key(), *id)},
+                              {detail::put(key, std::to_string(last))}, {}, true);
             if (!w) return R(unexpected(w.error()));
             if (w->succeeded) return R(segment_range{used + 1, last + 1});
-            return std::nullopt;
+            if (auto bad = ctx_.identity_changed()) return R(unexpected(*bad));
+            return std::nullopt;  // another allocator got in between: again
         });
         if (decided) return *decided;
         return unexpected(detail::contention("segment allocate"));
