@@ -12,16 +12,9 @@ err=/tmp/coordctl_etcd_stderr.$$
 # shellcheck source=tests/examples/coordctl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
 store="$url"
-# Before `store init`, what needs the store's data is refused (exit 1,
-# naming store init) and nothing is made (a prefix of its own).
+# A prefix of its own, initialized as the first time.
 own="$url?prefix=coordctl-$run"
-expect 1 "" -- fence write --store "$own" --key k --token 1 --value v
-grep -q "coordctl store init" $err || fail "an uninitialized etcd store does not name store init: $(cat $err)"
-expect 2 "" -- store init --store "$own"
-out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
-out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 3 ] && [[ "$out" =~ ^refused: ]] || fail "store init over an initialized store: rc=$rc '$out'"
+first_init "$own"
 expect 0 "accepted" -- fence write --store "$own" --key k --token 1 --value v
 init_store  # the shared default prefix: once (refused when done already: fine)
 engine_store_checks "$store" "$run" 11

@@ -32,6 +32,21 @@ grant() {
   fi
   printf -v "$var" '%s' "${out#token=}"
 }
+# first_init STORE: before `store init`, nothing that needs the store's data
+# is served and nothing is created (exit 1, naming the step); init without
+# floors is a usage error (2); init is 0 once and refused (3) after.
+first_init() {
+  local s="$1" out rc
+  expect 1 "" -- fence write --store "$s" --key k --token 5 --value v
+  grep -q "coordctl store init" "$err" || fail "an uninitialized store does not name store init: $(cat "$err")"
+  expect 2 "" -- store init --store "$s"
+  out=$("$ctl" store init --store "$s" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
+  [ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
+  out=$("$ctl" store init --store "$s" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
+  [ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
+    || fail "store init over an initialized store: rc=$rc '$out'"
+}
+
 # init_store: $store initialized as one that never served coord (zero
 # floors), or already initialized (exit 3: refused, nothing changed).
 init_store() {

@@ -12,17 +12,7 @@ run="r$$"
 err=/tmp/coordctl_zk_stderr.$$
 # shellcheck source=tests/examples/coordctl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
-# Before `store init`, nothing that needs the store's data is served and
-# nothing is created (exit 1, naming the step); init without floors is a
-# usage error (2); once initialized, init again is refused (3).
-expect 1 "" -- fence write --store "$store" --key k --token 5 --value v
-grep -q "coordctl store init" $err || fail "an uninitialized root does not name store init: $(cat $err)"
-expect 2 "" -- store init --store "$store"
-out=$("$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
-out=$("$ctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
-  || fail "store init over an initialized store: rc=$rc '$out'"
+first_init "$store"
 # (engine_store_checks also shows that a lease outlives the coordctl that took it.)
 engine_store_checks "$store" "$run" 12
 no_sessions "$store"
