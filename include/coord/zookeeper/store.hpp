@@ -74,7 +74,8 @@ public:
     /// (never written, or deleted by another client) a segment tag
     /// continues above the segment floor, a fence refuses tokens below the
     /// fence floor (fence_now: the zxid of this initialization, above every
-    /// lease token granted before), a slot scheduled at or before the
+    /// lease token granted before in the same history; not after the whole
+    /// ensemble was restored from an older snapshot), a slot scheduled at or before the
     /// ledger floor is not run again, and a time reservation starts at the
     /// reservation floor; a root that never served coord takes zeros.
     /// Refused with errc::store_already_initialized when the store has an
