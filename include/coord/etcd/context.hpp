@@ -242,7 +242,7 @@ public:
 
     /// Lease tokens: an etcd revision (the holder key's create revision)
     /// plus the store's fence floor, so that a store initialized again after
-    /// it went back (--fence-floor now: this machine's microseconds, far
+    /// it went back (--fence-floor now: this machine's nanoseconds, far
     /// above any revision) grants only tokens above every earlier one.
     fence_token token_of(std::int64_t revision) const {
         std::lock_guard lk(identity_mutex_);
@@ -418,7 +418,7 @@ private:
             "Unless the data can be put back, initialize the store again stating floors above everything it handed "
             "out, and reopen: coordctl store init --store URL --force --segment-floor N (at least the largest "
             "segment ID it ever handed out) --fence-floor N|now (at least the highest fence token any key accepted; "
-            "now: this machine's time in microseconds, above every lease token etcd's revisions made) "
+            "now: this machine's time in nanoseconds, above every lease token etcd's revisions made) "
             "--ledger-floor none [--reservation-floor now]; README: \"When a store goes back\"";
         if (now)
             return coord::error(coord::make_error_code(coord::errc::store_identity_changed),

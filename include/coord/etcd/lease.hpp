@@ -10,7 +10,7 @@
 // across member restarts, leader changes and compaction, so every new
 // holder's token is larger than every earlier one's; a snapshot restore
 // takes the revision back, and the recovery (the store initialized again
-// with --fence-floor now: this machine's microseconds) puts every later
+// with --fence-floor now: this machine's nanoseconds) puts every later
 // token above every earlier one (README, "When a store goes back"). When the
 // term ends etcd deletes the key and keeps nothing that tells an ended term
 // from a release: a late renew of a grant this store object made (and did

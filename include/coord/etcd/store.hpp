@@ -83,8 +83,9 @@ public:
     /// below a floor (a snapshot restored) are raised to it first. New lease
     /// tokens are the holder key's create revision plus the fence floor, so
     /// a floor at or above every token granted before (fence_now: this
-    /// machine's time in microseconds, far above etcd's revisions) puts every
-    /// later token above them. A store that never served coord takes zeros.
+    /// machine's time in nanoseconds, far above etcd's revisions and above
+    /// every token of an earlier initialization's floor) puts every later
+    /// token above them. A store that never served coord takes zeros.
     /// Refused with errc::store_already_initialized when the store has an
     /// identity, unless `replace`: then every process that opened it before
     /// is refused (store_identity_changed) until it reopens. etcd shows no
@@ -94,7 +95,11 @@ public:
         const std::int64_t now = since_epoch_ns(std::chrono::system_clock::now());
         coord::detail::stated_floors stated;
         stated.segment = f.segment;
-        stated.fence = f.fence_now ? static_cast<fence_token>(now / 1000) : f.fence;
+        // "now" in nanoseconds: every token of a store initialized at T
+        // is T + a revision, so a later recovery's floor is above all of
+        // them unless etcd made more than 10^9 revisions a second between
+        // the two (or this machine's clock went back).
+        stated.fence = f.fence_now ? static_cast<fence_token>(now) : f.fence;
         stated.ledger_ms = f.ledger_now ? now / 1'000'000 : f.ledger_ms;
         stated.reservation_ms = f.reservation_now ? now / 1'000'000 : f.reservation_ms;
         if (auto raised = raise_to(stated); !raised) return unexpected(raised.error());
