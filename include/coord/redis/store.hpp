@@ -30,9 +30,12 @@
 // back (floored by the server's time), and every capability whose promise
 // needs the lost data (fences, reservations, segments, the ledger,
 // revocations) checks the store's identity key in the same script and
-// refuses (errc::store_uninitialized) once it is gone, until an operator
-// initializes the store again stating floors above what it handed out
-// (initial_floors), so that nothing is handed out twice.
+// refuses (errc::store_uninitialized) once it is gone, and counts the
+// store's generation, refusing (errc::state_went_back) a state older than
+// one the store object saw (an older append-only file or RDB that kept the
+// identity key), until an operator initializes the store again stating
+// floors above what it handed out (initial_floors), so that nothing is
+// handed out twice.
 //
 // Errors: a refusal by the rule is the usual errc. A failure of the server or
 // the connection is a redis::errc (condition unavailable) whose detail() is
