@@ -113,6 +113,9 @@ TEST(EtcdRestore, ASnapshotRestoredUnderAStoreObjectIsRefusedNeverServed) {
     floors.fence_now = true;
     floors.reservation_now = true;
     ASSERT_EQ(later.initialize(floors).error(), coord::errc::store_already_initialized);
+    auto untouched = later.fence_read("f");
+    ASSERT_TRUE(untouched) << untouched.error().message();
+    EXPECT_LE(untouched->fence, 150u) << "a refused initialization raised a record";  // 150: the late write above landed
     ASSERT_TRUE(later.initialize(floors, /*replace=*/true));
     auto d = later.lease_acquire("n", "D", 30s);
     ASSERT_TRUE(d) << d.error().code.message();

@@ -19,15 +19,8 @@ schema="coordctl_$$"
 psql -q -d "$2" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $schema CASCADE; CREATE SCHEMA $schema" \
   || fail "psql could not make schema $schema"
 own="postgres:$2 options='-c search_path=$schema'"
-expect 1 "" -- fence write --store "$own" --key k --token 5 --value v
-grep -q "coordctl store init" $err || fail "an uninitialized schema does not name store init: $(cat $err)"
 expect 1 "" -- segment next --store "$own" --tag t
-expect 2 "" -- store init --store "$own"
-out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 0 ] && [[ "$out" =~ ^initialized:\ identity\ [0-9a-f]{32}$ ]] || fail "store init: rc=$rc '$out'"
-out=$("$ctl" store init --store "$own" --segment-floor 0 --fence-floor 0 --ledger-floor none); rc=$?
-[ "$rc" = 3 ] && [[ "$out" == "refused: the store is already initialized: "*"--force"* ]] \
-  || fail "store init over an initialized store: rc=$rc '$out'"
+first_init "$own"
 expect 0 "accepted" -- fence write --store "$own" --key k --token 5 --value v
 # --force with floors: a fence below the fence floor is refused, IDs continue above the segment floor.
 out=$("$ctl" store init --store "$own" --segment-floor 5000 --fence-floor 100 --ledger-floor now --force); rc=$?

@@ -89,7 +89,9 @@ public:
     /// Refused with errc::store_already_initialized when the store has an
     /// identity, unless `replace`: then every process that opened it before
     /// is refused (store_identity_changed) until it reopens. etcd shows no
-    /// clock: "now" floors are this machine's. Returns the new identity.
+    /// clock: "now" floors are this machine's. Without `replace` the
+    /// identity is read first, so that a refused call raises no record.
+    /// Returns the new identity.
     result<std::string> initialize(const initial_floors& f, bool replace = false) {
         const std::string id = coord::detail::new_store_identity();
         const std::int64_t now = since_epoch_ns(std::chrono::system_clock::now());
@@ -102,17 +104,24 @@ public:
         stated.fence = f.fence_now ? static_cast<fence_token>(now) : f.fence;
         stated.ledger_ms = f.ledger_now ? now / 1'000'000 : f.ledger_ms;
         stated.reservation_ms = f.reservation_now ? now / 1'000'000 : f.reservation_ms;
-        if (auto raised = raise_to(stated); !raised) return unexpected(raised.error());
-        const std::string text = coord::detail::identity_text(id, stated);
         const std::string k = engine().key().identity();
-        auto r = engine().txn(replace ? std::vector<std::string>{} : std::vector<std::string>{detail::create_is(k, 0)},
-                              {detail::put(k, text)}, {}, true);
-        if (!r) return unexpected(r.error());
-        if (!r->succeeded)
+        const auto already = [&] {
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_already_initialized),
                                            "the etcd store at " + engine().calls().url() + " (" + engine().key().prefix() +
                                                ") is already initialized; replacing its identity (--force) makes every "
                                                "process that opened it reopen"));
+        };
+        if (!replace) {  // refused before any record is raised
+            auto now_there = engine().txn({}, {detail::get(k)}, {}, false);
+            if (!now_there) return unexpected(now_there.error());
+            if (!now_there->ranges.empty() && now_there->ranges[0]) return already();
+        }
+        if (auto raised = raise_to(stated); !raised) return unexpected(raised.error());
+        const std::string text = coord::detail::identity_text(id, stated);
+        auto r = engine().txn(replace ? std::vector<std::string>{} : std::vector<std::string>{detail::create_is(k, 0)},
+                              {detail::put(k, text)}, {}, true);
+        if (!r) return unexpected(r.error());
+        if (!r->succeeded) return already();
         if (auto learned = engine().learn_identity(text); !learned) return unexpected(learned.error());
         return id;
     }
@@ -185,6 +194,7 @@ private:
             for (auto object : kvs) {
                 auto one = detail::kv_of(object);
                 if (!one) return unexpected(detail::bad("a key-value etcd sent is malformed"));
+                next = one->key + '\0';  // the next page starts after it
                 for (auto kv = std::move(*one);;) {
                     auto v = raised(kv.value);
                     if (!v) break;
@@ -194,14 +204,9 @@ private:
                     if (w->succeeded || w->ranges.empty() || !w->ranges[0]) break;
                     kv = std::move(*w->ranges[0]);  // changed meanwhile: raise what is there now
                 }
-                next = std::string(kv_key_of(object)) + '\0';
             }
             if (kvs.size() < 1000) return {};
         }
-    }
-    static std::string kv_key_of(std::string_view object) {
-        auto k = detail::kv_of(object);
-        return k ? k->key : std::string();
     }
 };
 
