@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -91,7 +92,9 @@ constexpr const char* usage_text =
     "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd://HOST:PORT[,...] or\n"
     "   zookeeper://HOST:PORT[,...][/ROOT] (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
-    "   wait, postgres and redis 5s)\n"
+    "   wait, postgres and redis 5s; and the store's credentials: --store-user NAME, the password from\n"
+    "   --store-password-file FILE (one line, mode 600) or COORD_STORE_PASSWORD: postgres, redis, zookeeper\n"
+    "   (its digest identity, put in its nodes' ACL))\n"
     "  store init    --store S --segment-floor N --fence-floor N|now --ledger-floor ISO|now|none\n"
     "                [--reservation-floor ISO|now|none] [--force]\n"
     "                (postgres:, redis://, etcd://, zookeeper://: once before first use, and after it lost its data or was\n"
@@ -161,8 +164,8 @@ public:
     /// `flags` take no value (--force).
     options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed,
             const std::set<std::string_view>& flags = {}) {
-        // Every command that reaches a store takes --timeout.
-        if (allowed.count("store") || allowed.count("state")) allowed.insert("timeout");
+        // Every command that reaches a store takes --timeout and the store's credentials.
+        if (allowed.count("store") || allowed.count("state")) allowed.insert({"timeout", "store-user", "store-password-file"});
         for (std::size_t i = 0; i < args.size(); ++i) {
             const auto a = args[i];
             // "--name value", and "-n value" for single-letter options.
@@ -226,7 +229,7 @@ const std::string& name_option(const options& o, const std::string& option) {
 /// unknown, corrupt state).
 int exit_for(std::error_code ec) {
     if (ec == coord::condition::refused) return exit_refused;
-    if (ec == coord::condition::bad_input) return exit_usage;
+    if (ec == coord::condition::bad_input || ec == coord::condition::not_authorized) return exit_usage;  // configuration
     return exit_infra;
 }
 
@@ -234,6 +237,8 @@ int exit_for(std::error_code ec) {
 const char* assumption(const coord::error& ec) {
     if (ec == coord::condition::outcome_unknown) return " (the outcome is unknown: read back before retrying)";
     if (ec == coord::condition::unavailable) return " (not applied: retrying later may succeed)";
+    if (ec == coord::condition::not_authorized)
+        return " (not applied: the store refused these credentials or their rights; fix the configuration)";
     return "";
 }
 
@@ -284,6 +289,18 @@ int with_store(const options& o, F&& f, const std::string& option = "store") {
     const auto& spec = o.required(option);
     // 0: not given (the store's default). (Not an optional: g++ 12 warns falsely.)
     const std::chrono::milliseconds timeout = o.has("timeout") ? o.duration("timeout") : std::chrono::milliseconds{0};
+    coord::open_options how;
+    how.timeout = timeout;
+    // Credentials: --store-user, and the password from --store-password-file
+    // (one line, mode 600) or COORD_STORE_PASSWORD; never an argument (ps
+    // shows those). (Not --user: session create's --user is the session's.)
+    if (o.has("store-user")) how.user = name_option(o, "store-user");
+    if (o.has("store-password-file")) {
+        if (auto why = coord::detail::read_secret_file(o.required("store-password-file"), how.password))
+            throw usage_error("--store-password-file " + *why);
+    } else if (const char* env = std::getenv("COORD_STORE_PASSWORD"); env && *env) {
+        how.password = env;
+    }
     bool opened = false;
     try {
         return coord::with_store(
@@ -292,7 +309,7 @@ int with_store(const options& o, F&& f, const std::string& option = "store") {
                 opened = true;
                 return f(store);
             },
-            coord::open_options{.timeout = timeout});
+            how);
     } catch (const coord::bad_store_url& e) {
         if (opened) throw;
         throw usage_error("--" + option + ": " + e.what());
@@ -364,12 +381,9 @@ int lease_command(std::string_view verb, const std::vector<std::string_view>& ar
             using Store = std::remove_reference_t<decltype(store)>;
             coord::basic_lease_manager leases{store};
             coord::result<coord::lease, coord::lease_error> r;
+            static_assert(coord::lease_queue_store<Store>, "every store coordctl opens has a waiting acquire");
             if (wait.count() > 0) {
-                if constexpr (coord::lease_queue_store<Store>) {
-                    r = leases.acquire(name, owner, std::chrono::milliseconds(ttl), std::chrono::steady_clock::now() + wait);
-                } else {
-                    throw usage_error("this store has no waiting acquire");
-                }
+                r = leases.acquire(name, owner, std::chrono::milliseconds(ttl), std::chrono::steady_clock::now() + wait);
             } else {
                 r = leases.acquire(name, owner, std::chrono::milliseconds(ttl));
             }
@@ -987,12 +1001,9 @@ int lease_hold(const std::vector<std::string_view>& all) {
         coord::basic_keeper<Store> keeper{store};
         coord::result<typename coord::basic_keeper<Store>::held_lease, coord::lease_error> held =
             coord::unexpected(coord::lease_error{});
+        static_assert(coord::lease_queue_store<Store>, "every store coordctl opens has a waiting acquire");
         if (wait.count() > 0) {
-            if constexpr (coord::lease_queue_store<Store>) {
-                held = keeper.hold(name, owner, ttl, std::chrono::steady_clock::now() + wait);
-            } else {
-                throw usage_error("this store has no waiting acquire (--wait)");
-            }
+            held = keeper.hold(name, owner, ttl, std::chrono::steady_clock::now() + wait);
         } else {
             held = keeper.hold(name, owner, ttl);
         }

@@ -177,6 +177,11 @@ enum class condition {
     corrupt_state,
     /// The input cannot be accepted by any store (malformed text or key).
     bad_input,
+    /// The store refused this client's credentials, or their rights on
+    /// coord's data (a wrong password, no credentials where the store
+    /// requires them, a user without permission): a configuration to fix;
+    /// retrying as it is gets the same answer. Nothing was applied.
+    not_authorized,
 };
 
 /// The category of coord::condition; its name() is "coord.condition".
@@ -302,6 +307,7 @@ public:
         case condition::unavailable: return "store unavailable";
         case condition::corrupt_state: return "store state corrupt or gone back";
         case condition::bad_input: return "bad input";
+        case condition::not_authorized: return "not authorized by the store";
         }
         return "unknown condition";
     }

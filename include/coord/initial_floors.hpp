@@ -31,8 +31,10 @@ struct initial_floors {
     /// The highest fence token any fenced key accepted: a key whose record
     /// is missing refuses tokens below it. With fence_now, a number above
     /// every lease token the store granted before instead (Redis: the
-    /// server's time in microseconds; ZooKeeper: the zxid of the
-    /// initialization's own write).
+    /// server's time in microseconds; etcd: this machine's time in
+    /// nanoseconds; ZooKeeper: the ensemble's time in nanoseconds, and at
+    /// least the floor before plus the initialization's zxid. On etcd and
+    /// ZooKeeper lease tokens are the fence floor plus the cluster's counter).
     fence_token fence = 0;
     bool fence_now = false;
     /// Slots scheduled at or before this instant (Unix milliseconds) that

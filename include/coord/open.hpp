@@ -28,9 +28,13 @@
 // options, std::runtime_error for a store that cannot be opened).
 #pragma once
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -71,6 +75,14 @@ struct open_options {
     /// wait, SQLite's busy timeout, the servers' operation and connect
     /// timeouts.
     std::chrono::milliseconds timeout{0};
+    /// Credentials for the store (empty: none; the URL's own, or the
+    /// engine's defaults such as libpq's passfile). PostgreSQL: the role and
+    /// its password (what the conninfo says wins); Redis: AUTH's user and
+    /// password; ZooKeeper: the digest identity (both needed). Not taken by
+    /// file:, sqlite: and etcd:// (refused: bad_store_url). Never put in a
+    /// message.
+    std::string user{};
+    std::string password{};
 };
 
 /// The URL forms this program was built with, for messages and help.
@@ -155,6 +167,31 @@ inline std::string unknown_url_option(std::string_view name, const char* known) 
     return "unknown option '" + printable(name) + "' (known: " + known + ")";
 }
 
+// A secret a URL names by its file (credentials never stand in a URL, on a
+// command line or in a message): the file's one line, without its line end;
+// or why not. A file that other users can read, an empty one, one of more
+// than one line or above 4 KiB is refused. Its text is never in a message.
+inline std::optional<std::string> read_secret_file(const std::string& path, std::string& secret) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return path + ": " + std::generic_category().message(errno);
+    if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
+    if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+        return path + " can be read by other users (chmod 600 it): a secret's file is refused";
+    if (st.st_size > 4096) return path + " is larger than 4 KiB: not a secret's file";
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return path + ": " + std::generic_category().message(errno);
+    char buf[4097];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    std::string text(buf, n);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.empty()) return path + " is empty";
+    if (text.find_first_of("\r\n") != std::string::npos) return path + " holds more than one line";
+    secret = std::move(text);
+    return std::nullopt;
+}
+
 }  // namespace detail
 
 /// Opens the store `url` names as the type Store, for code that knows its
@@ -169,7 +206,9 @@ inline std::string unknown_url_option(std::string_view name, const char* known) 
 ///   sqlite:PATH?sync=full|normal|off
 ///   redis://...?prefix=P&pool=N        (N connections, 1 to 1024)
 ///   etcd://...?prefix=P&pool=N
-///   zookeeper://...?session_timeout=MS
+///   zookeeper://...?session_timeout=MS&digest_file=PATH
+///                                      (PATH: a file, mode 600, holding
+///                                      USER:PASSWORD: ZooKeeper's digest)
 ///
 /// Throws bad_store_url for a URL of another form, a malformed one or an
 /// unknown option (nothing was opened); the store's constructor throws what
@@ -185,7 +224,12 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         if (u.rfind(scheme, 0) != 0) throw malformed(std::string("this store's URL is ") + shape);
     };
     [[maybe_unused]] const auto parts = detail::split_query(u);
+    [[maybe_unused]] auto no_credentials = [&](const char* engine) {
+        if (!o.user.empty() || !o.password.empty())
+            throw malformed(std::string(engine) + " takes no user or password");
+    };
     if constexpr (std::is_same_v<Store, file_store>) {
+        no_credentials("a file store");
         form("file:", "file:PATH");
         file_store_options fo;
         if (timed) fo.lock_timeout = o.timeout;
@@ -201,6 +245,7 @@ Store open_store(std::string_view url, const open_options& o = {}) {
 #if defined(COORD_HAS_SQLITE)
     else if constexpr (std::is_same_v<Store, sqlite::store>) {
         form("sqlite:", "sqlite:PATH");
+        no_credentials("SQLite");
         sqlite::options so;
         if (timed) so.busy_timeout = o.timeout;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
@@ -222,6 +267,8 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         if (auto why = postgres::conninfo_error(conninfo)) throw malformed(detail::printable(*why));
         postgres::options po;
         if (timed) po.operation_timeout = po.connect_timeout = o.timeout;
+        po.user = o.user;
+        po.password = o.password;
         return postgres::store(conninfo, {}, po);
     }
 #endif
@@ -231,6 +278,8 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         if (auto a = redis::parse_url(parts.store); !a) throw malformed(a.error());
         redis::options ro;
         if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
+        ro.user = o.user;
+        ro.password = o.password;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
             if (n == "prefix") ro.prefix = std::string(v);
             else if (n != "pool") return detail::unknown_url_option(n, "prefix, pool");
@@ -245,6 +294,7 @@ Store open_store(std::string_view url, const open_options& o = {}) {
     else if constexpr (std::is_same_v<Store, etcd::store>) {
         form("etcd://", "etcd://HOST:PORT[,HOST:PORT...]");
         if (auto a = etcd::parse_url(parts.store); !a) throw malformed(a.error());
+        no_credentials("etcd (its authentication is not supported yet)");
         etcd::options eo;
         if (timed) eo.operation_timeout = eo.connect_timeout = o.timeout;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
@@ -264,11 +314,22 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         zookeeper::options zo;
         if (timed) zo.operation_timeout = zo.connect_timeout = o.timeout;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
-            if (n != "session_timeout") return detail::unknown_url_option(n, "session_timeout");
+            if (n == "digest_file") {
+                if (auto why = detail::read_secret_file(std::string(v), zo.digest)) return "digest_file " + *why;
+                if (zo.digest.find(':') == std::string::npos || zo.digest.front() == ':')
+                    return "digest_file " + std::string(v) + " does not hold USER:PASSWORD";
+                return std::nullopt;
+            }
+            if (n != "session_timeout") return detail::unknown_url_option(n, "session_timeout, digest_file");
             if (auto ms = detail::url_number(v, 1, 86'400'000)) zo.session_timeout = std::chrono::milliseconds(*ms);
             else return std::string("session_timeout is 1 to 86400000 milliseconds");
             return std::nullopt;
         }, malformed);
+        if (!o.user.empty() || !o.password.empty()) {
+            if (o.user.empty() || o.password.empty()) throw malformed("ZooKeeper's digest needs both a user and a password");
+            if (!zo.digest.empty()) throw malformed("credentials given twice (digest_file and a user and password)");
+            zo.digest = o.user + ":" + o.password;
+        }
         return zookeeper::store(parts.store, {}, zo);
     }
 #endif

@@ -6,6 +6,7 @@
 // whose terms etcd's leader ends.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/keeper_suite.hpp"
+#include "conformance/lease_queue_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
 #include "conformance/time_reservation_suite.hpp"
@@ -14,5 +15,6 @@
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, FenceStoreConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, LeaseStoreConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, KeeperConformance, coord::test::etcd_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, LeaseQueueConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, SegmentAllocatorConformance, coord::test::etcd_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(Etcd, TimeReservationConformance, coord::test::etcd_factory);

@@ -14,7 +14,7 @@
 # deadline, before the store's term ends, and the next holder, granted after
 # the server resumes, is never overlapped by the old COMMAND.
 # Usage: coordctl_lease_hold_test.sh COORDCTL STORE [SERVER_PID_FILE] (STORE file or sqlite: a scratch file)
-# Runs on every lease store (etcd's and ZooKeeper's terms and waits as noted below).
+# Runs on every lease store (etcd's terms as noted below).
 set -u
 ctl="$1"; store="$2"; server_pid_file="${3:-}"
 dir=$(mktemp -d /tmp/coord-hold-XXXXXX)
@@ -27,12 +27,10 @@ init_store  # a store that needs it (PostgreSQL, Redis, ZooKeeper) initialized o
 run="hold-$$-$RANDOM"
 # The short term of scenario 4, and how long its holder stays stopped: etcd
 # counts whole seconds (2 s at least; a term of T is granted as T + 0.25 s
-# rounded up), so its short term is longer. etcd and ZooKeeper have no
-# waiting acquire yet: --wait is a usage error there (exit 2).
-short=500ms stopped=1.5 waits=yes
+# rounded up), so its short term is longer.
+short=500ms stopped=1.5
 case "$store" in
-  etcd://*) short=2s stopped=4 waits=no ;;
-  zookeeper://*) waits=no ;;
+  etcd://*) short=2s stopped=4 ;;
 esac
 
 # 1. The lease in COMMAND's environment, renewed over many terms, COMMAND's status, released after.
@@ -64,12 +62,7 @@ expect 0 "released" -- lease release --store "$store" --name "$run" --owner next
 # 3. --wait: taken once the holder's term ends (a 1 s lease nobody renews).
 "$ctl" lease acquire --store "$store" --name "$run-w2" --owner brief --ttl 1000 >/dev/null
 "$ctl" lease hold --store "$store" --name "$run-w2" --ttl 1s --wait 10s -- touch "$dir/waited" 2>"$err"; rc=$?
-if [ "$waits" = yes ]; then
-  [ "$rc" = 0 ] && [ -e "$dir/waited" ] || fail "--wait: rc=$rc ($(cat "$err"))"
-else
-  [ "$rc" = 2 ] && [ ! -e "$dir/waited" ] && grep -q "no waiting acquire" "$err" ||
-    fail "--wait on a store without a waiting acquire: rc=$rc ($(cat "$err"))"
-fi
+[ "$rc" = 0 ] && [ -e "$dir/waited" ] || fail "--wait: rc=$rc ($(cat "$err"))"
 
 # 4. The holder stopped past its term; another process takes the name; on
 #    waking the holder finds it lost, stops COMMAND (SIGTERM) and exits 3.

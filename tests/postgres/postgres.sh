@@ -7,13 +7,22 @@
 # as the fixture of every test that needs the server.
 #
 #   tests/postgres/postgres.sh install         # the server's packages when missing (as root), nothing started
-#   tests/postgres/postgres.sh start DIR PORT [durable]
+#   tests/postgres/postgres.sh start DIR PORT [durable|secure]
 #                                        # fresh server, database "coord"; durable: fsync and
 #                                        # synchronous commit on (the fault suite: an
-#                                        # acknowledged commit survives a SIGKILL)
+#                                        # acknowledged commit survives a SIGKILL); secure:
+#                                        # TLS only (a throwaway CA made with openssl in DIR/tls,
+#                                        # the server's certificate for localhost and 127.0.0.1,
+#                                        # and another CA that signed nothing here), SCRAM-SHA-256
+#                                        # passwords, plain TCP rejected; roles coord_app (owns
+#                                        # the database) and coord_reader (no rights on coord's
+#                                        # tables), their passwords in DIR/passfile (libpq's
+#                                        # format, mode 600), wrong ones in DIR/passfile-wrong
 #   tests/postgres/postgres.sh stop DIR           # clean shutdown, removes DIR
 #   tests/postgres/postgres.sh restart DIR PORT   # stop and start on the same data (tests of a server restart)
 #   tests/postgres/postgres.sh conninfo DIR PORT  # the libpq conninfo of the server
+#   tests/postgres/postgres.sh conninfo-secure DIR PORT  # of a secure one, as coord_app: sslmode=verify-full
+#                                        # (host localhost, hostaddr 127.0.0.1), DIR/tls/ca.crt, DIR/passfile
 #   tests/postgres/postgres.sh kill DIR PORT      # SIGKILL the server and every backend, then start it on its data
 #                                        # (crash recovery from the write-ahead log)
 #   tests/postgres/postgres.sh pause DIR          # SIGSTOP the server and every backend (a long pause, a frozen VM)
@@ -54,8 +63,50 @@ install_server() {
 # can lose an acknowledged commit: the WAL buffers die with it); durable keeps
 # PostgreSQL's defaults.
 settings() {
-  if [ "$(cat "$dir/mode" 2>/dev/null)" = durable ]; then echo "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
-  else echo "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
+  local mode; mode=$(cat "$dir/mode" 2>/dev/null || true)
+  if [ "$mode" = durable ]; then printf '%s' "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+  else printf '%s' "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
+  if [ "$mode" = secure ]; then  # (one line: pg_ctl hands it to a shell)
+    printf ' %s' "-c ssl=on -c ssl_cert_file=$dir/tls/server.crt -c ssl_key_file=$dir/tls/server.key -c password_encryption=scram-sha-256"
+  fi
+}
+
+# secure: the throwaway certificates (P-256 keys: quick to make) and pg_hba.conf.
+make_tls() {
+  command -v openssl >/dev/null || apt_install openssl
+  local t="$dir/tls"
+  mkdir -p "$t"
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 "${key[@]}" -days 2 -subj "/CN=coord test CA" -keyout "$t/ca.key" -out "$t/ca.crt" 2>/dev/null
+  openssl req -x509 "${key[@]}" -days 2 -subj "/CN=another CA" -keyout "$t/other-ca.key" -out "$t/other-ca.crt" 2>/dev/null
+  openssl req "${key[@]}" -subj "/CN=localhost" -keyout "$t/server.key" -out "$t/server.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$t/ext"
+  openssl x509 -req -in "$t/server.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial -days 2 \
+    -extfile "$t/ext" -out "$t/server.crt" 2>/dev/null
+  chmod 600 "$t/server.key" "$t/ca.key" "$t/other-ca.key"
+  [ "$(id -u)" = 0 ] && chown -R postgres:postgres "$t"
+  chmod 644 "$t/ca.crt" "$t/other-ca.crt"
+}
+secure_hba() {
+  cat > "$dir/data/pg_hba.conf" <<HBA
+local   all all                trust
+hostssl all all 127.0.0.1/32   scram-sha-256
+host    all all 127.0.0.1/32   reject
+HBA
+}
+# The roles, their passwords (random, given to psql on its standard input)
+# in DIR/passfile, and wrong ones in DIR/passfile-wrong.
+secure_roles() {
+  local app reader
+  app=$(openssl rand -hex 16); reader=$(openssl rand -hex 16)
+  as_pg "$pg_bin/psql" -q -h "$dir" -p "$port" -U "$(pg_user)" -d postgres -v ON_ERROR_STOP=1 >/dev/null <<SQL
+CREATE ROLE coord_app LOGIN PASSWORD '$app';
+CREATE ROLE coord_reader LOGIN PASSWORD '$reader';
+ALTER DATABASE coord OWNER TO coord_app;
+SQL
+  printf 'localhost:%s:coord:coord_app:%s\nlocalhost:%s:coord:coord_reader:%s\n' "$port" "$app" "$port" "$reader" > "$dir/passfile"
+  printf 'localhost:%s:coord:coord_app:%s\n' "$port" "$(openssl rand -hex 16)" > "$dir/passfile-wrong"
+  chmod 600 "$dir/passfile" "$dir/passfile-wrong"
 }
 
 # pg_stat_statements (in Debian's server package): the waiting bench counts
@@ -82,8 +133,10 @@ case "$cmd" in
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir" "$dir/mode"
     as_pg "$pg_bin/initdb" -D "$dir/data" -U "$(pg_user)" -A trust -E UTF8 --locale=C.UTF-8 --no-sync \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    if [ "${4:-fast}" = secure ]; then make_tls; secure_hba; fi
     server_start
-    as_pg "$pg_bin/psql" -q -h 127.0.0.1 -p "$port" -U "$(pg_user)" -d postgres -c 'CREATE DATABASE coord' >/dev/null
+    as_pg "$pg_bin/psql" -q -h "$dir" -p "$port" -U "$(pg_user)" -d postgres -c 'CREATE DATABASE coord' >/dev/null
+    if [ "${4:-fast}" = secure ]; then secure_roles; fi
     log "ready on 127.0.0.1:$port (state in $dir)"
     ;;
   stop)
@@ -119,6 +172,9 @@ case "$cmd" in
     ;;
   conninfo)
     echo "host=127.0.0.1 port=$port user=$(pg_user) dbname=coord connect_timeout=5"
+    ;;
+  conninfo-secure)
+    echo "host=localhost hostaddr=127.0.0.1 port=$port user=coord_app dbname=coord sslmode=verify-full sslrootcert=$dir/tls/ca.crt passfile=$dir/passfile connect_timeout=5"
     ;;
   *)
     echo "usage: $0 start|stop|restart|kill|pause|resume|conninfo DIR [PORT]" >&2

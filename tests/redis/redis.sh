@@ -9,10 +9,14 @@
 # needs the server.
 #
 #   tests/redis/redis.sh install            # the server's packages when missing (as root), nothing started
-#   tests/redis/redis.sh start DIR PORT [durable|volatile]
+#   tests/redis/redis.sh start DIR PORT [durable|volatile|secure]
 #                                     # fresh server, empty data set; volatile: no
 #                                     # append-only file (the benchmarks: coord's cost,
-#                                     # not the disk's; durable is the default)
+#                                     # not the disk's; durable is the default); secure:
+#                                     # durable, with ACL users only (the default user
+#                                     # off): coord (every key and command) and reader
+#                                     # (read commands only), their passwords in
+#                                     # DIR/coord.password and DIR/reader.password (mode 600)
 #   tests/redis/redis.sh stop DIR           # clean shutdown, removes DIR
 #   tests/redis/redis.sh restart DIR PORT   # clean shutdown and start on the same data
 #   tests/redis/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
@@ -38,7 +42,7 @@ cmd="${1:-}"
 dir="${2:-}"
 port="${3:-16379}"
 mode="${4:-durable}"
-case "$mode" in durable|volatile) ;; *) echo "mode must be durable or volatile, got $mode" >&2; exit 2 ;; esac
+case "$mode" in durable|volatile|secure) ;; *) echo "mode must be durable, volatile or secure, got $mode" >&2; exit 2 ;; esac
 [ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|kill|lose|copy|rollback|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
@@ -57,7 +61,13 @@ install_server() {
 [ "$cmd" = install ] && { install_server; exit 0; }
 
 pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
-ping() { [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; }
+ping() {
+  if [ -f "$dir/coord.password" ]; then
+    [ "$(REDISCLI_AUTH=$(cat "$dir/coord.password") redis-cli --no-auth-warning --user coord -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]
+  else
+    [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]
+  fi
+}
 
 server_start() {
   mkdir -p "$dir/data"
@@ -66,7 +76,21 @@ server_start() {
   echo "$mode" > "$dir/mode"
   local persistence=(--appendonly yes --appendfsync always)
   [ "$mode" = volatile ] && persistence=(--appendonly no)
-  setsid redis-server --bind 127.0.0.1 --port "$port" --protected-mode yes --daemonize no \
+  local config=()
+  if [ "$mode" = secure ]; then
+    command -v openssl >/dev/null || apt_install openssl
+    # The users in a config file of mode 600 (their passwords on no command line).
+    if [ ! -f "$dir/coord.password" ]; then
+      (umask 077; openssl rand -hex 16 > "$dir/coord.password"; openssl rand -hex 16 > "$dir/reader.password")
+    fi
+    (umask 077; {
+      echo "user default off"
+      echo "user coord on >$(cat "$dir/coord.password") ~* &* +@all"
+      echo "user reader on >$(cat "$dir/reader.password") ~* &* -@all +@read +ping +hello +auth"
+    } > "$dir/users.conf")
+    config=("$dir/users.conf")
+  fi
+  setsid redis-server "${config[@]}" --bind 127.0.0.1 --port "$port" --protected-mode yes --daemonize no \
     --dir "$dir/data" --logfile "$dir/log" --save '' "${persistence[@]}" \
     </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/pid"

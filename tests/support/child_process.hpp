@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/support/child_process.hpp: a forked child that reports to its parent
 // through a pipe, for the tests that kill processes or share a store between
-// them.
+// them. Fork before the test opens a store whose client runs threads of its
+// own (ZooKeeper, libcurl's resolver): a child forked from a process with
+// threads may find a lock one of them held (malloc's) held forever. A child
+// that must act after the parent's set-up waits for a byte on a pipe.
 //
 //   coord::test::child_process child([](int out) {
 //       std::uint64_t v = 42;

@@ -5,6 +5,7 @@
 // ensemble's own stamps judge, and the session-bound leases.
 #include "conformance/fence_store_suite.hpp"
 #include "conformance/keeper_suite.hpp"
+#include "conformance/lease_queue_suite.hpp"
 #include "conformance/lease_store_suite.hpp"
 #include "conformance/ledger_store_suite.hpp"
 #include "conformance/segment_allocator_suite.hpp"
@@ -13,6 +14,7 @@
 
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, FenceStoreConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, LeaseStoreConformance, coord::test::zk_factory);
+INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, LeaseQueueConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, KeeperConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, LedgerStoreConformance, coord::test::zk_factory);
 INSTANTIATE_TYPED_TEST_SUITE_P(ZooKeeper, SegmentAllocatorConformance, coord::test::zk_factory);

@@ -16,6 +16,11 @@
 #   tests/zookeeper/zookeeper.sh restart DIR I         # start server I again on its data
 #   tests/zookeeper/zookeeper.sh restart-all DIR       # SIGKILL every server, start them all again on their data
 #   tests/zookeeper/zookeeper.sh pause DIR I / resume DIR I   # SIGSTOP / SIGCONT server I
+#   tests/zookeeper/zookeeper.sh backup DIR COPY       # a standalone server's data directory (its snapshots,
+#                                            # transaction logs and epoch files) copied to COPY, cold:
+#                                            # the server stopped, copied, started again on its data
+#   tests/zookeeper/zookeeper.sh restore DIR COPY      # the server stopped, its data directory replaced
+#                                            # by COPY, started on the same endpoint
 #   tests/zookeeper/zookeeper.sh leader DIR            # the index of the leader (standalone: 0)
 #   tests/zookeeper/zookeeper.sh conninfo DIR PORT [N] # zookeeper://127.0.0.1:PORT[,...]
 #   tests/zookeeper/zookeeper.sh cli DIR COMMAND ARGS...  # ZooKeeper's own command-line client
@@ -33,19 +38,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
-[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|restart-all|pause|resume|leader|conninfo DIR ..." >&2; exit 2; }
+[ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|kill|restart|restart-all|pause|resume|backup|restore|leader|conninfo DIR ..." >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 log() { printf '[zookeeper.sh] %s\n' "$*" >&2; }
 
+# The server, and kazoo (the foreign client the lock recipe's tests run).
 install_server() {
-  [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null && return 0
+  # The foreign lock clients too: kazoo, and Curator (run from its source by
+  # the JDK's launcher, tests/zookeeper/CuratorLock.java).
+  [ -f /usr/share/java/zookeeper.jar ] && [ -f /usr/share/java/curator-recipes.jar ] && command -v javac >/dev/null &&
+    /usr/bin/python3 -c 'import kazoo' 2>/dev/null && return 0
   if [ "$(id -u)" != 0 ]; then
-    log "ZooKeeper is not installed and this user cannot install it: apt-get install zookeeper default-jre-headless"
+    log "ZooKeeper is not installed and this user cannot install it: apt-get install zookeeper default-jdk-headless python3-kazoo libcurator-recipes-java"
     exit 1
   fi
-  log "installing zookeeper"
-  apt_install zookeeper default-jre-headless
+  log "installing zookeeper, a JDK, python3-kazoo, Curator"
+  apt_install zookeeper default-jdk-headless python3-kazoo libcurator-recipes-java
 }
 [ "$cmd" = install ] && { install_server; exit 0; }
 
@@ -136,6 +145,17 @@ case "$cmd" in
     for i in $all; do server_start "$i"; done
     # shellcheck disable=SC2086
     wait_serving $all
+    ;;
+  backup|restore)
+    copy="${3:?COPY}"
+    [ "$(members)" = 1 ] || { echo "$cmd: a standalone server only" >&2; exit 2; }
+    server_stop 0
+    if [ "$cmd" = backup ]; then
+      rm -rf "$copy"; cp -a "$dir/s0/data" "$copy"
+    else
+      rm -rf "$dir/s0/data"; cp -a "$copy" "$dir/s0/data"
+    fi
+    server_start 0; wait_serving 0
     ;;
   pause) kill -STOP "$(cat "$dir/s${3:?I}/pid")" ;;
   resume) kill -CONT "$(cat "$dir/s${3:?I}/pid")" ;;

@@ -454,16 +454,19 @@ public:
 
     /// How a watch ended.
     enum class watched { event, until, other };
-    /// Watches `key` from `revision` on connection `c` (one of the caller's
-    /// own: a watch holds it until an event or `until`): `event` when a
-    /// change came, `until` when the time ran out, `other` when the watch
-    /// ended otherwise (canceled, as for a compacted revision; no member
-    /// answered).
+    /// Watches `key` (the keys in [key, end) when `end` is given) from
+    /// `revision` on connection `c` (one of the caller's own: a watch holds
+    /// it until an event or `until`): `event` when a change came (only a
+    /// deletion with `deletions_only`: etcd leaves puts out), `until` when the
+    /// time ran out, `other` when the watch ended otherwise (canceled, as for
+    /// a compacted revision; no member answered).
     watched watch(detail::connection& c, const std::string& key, std::int64_t revision,
-                  std::chrono::steady_clock::time_point until) {
+                  std::chrono::steady_clock::time_point until, const std::string& end = {}, bool deletions_only = false) {
         const std::size_t at = preferred_.load(std::memory_order_relaxed) % endpoints_.size();
-        const std::string body =
-            R"({"create_request":{"key":")" + detail::b64(key) + R"(","start_revision":)" + std::to_string(revision) + "}}";
+        std::string body = R"({"create_request":{"key":")" + detail::b64(key) + R"(","start_revision":)" + std::to_string(revision);
+        if (!end.empty()) body += R"(,"range_end":")" + detail::b64(end) + "\"";
+        if (deletions_only) body += R"(,"filters":["NOPUT"])";
+        body += "}}";
         auto r = c.watch(endpoints_[at], "/v3/watch", body, until, opts_.connect_timeout);
         if (r.how == detail::connection::outcome::timed_out) return watched::until;
         if (r.how == detail::connection::outcome::answered && r.body.find("\"events\"") != std::string::npos) return watched::event;

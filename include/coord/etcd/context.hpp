@@ -46,11 +46,39 @@ inline std::string put(const std::string& key, std::string_view v, std::int64_t 
     return s + "}}";
 }
 inline std::string get(const std::string& key) { return R"({"request_range":{"key":")" + b64(key) + "\"}}"; }
-inline std::string del(const std::string& key) { return R"({"request_delete_range":{"key":")" + b64(key) + "\"}}"; }
-/// A delete whose answer carries the key-value it deleted (in the answer's ranges).
-inline std::string del_prev(const std::string& key) {
-    return R"({"request_delete_range":{"key":")" + b64(key) + R"(","prev_kv":true}})";
+/// The end of the range of every key starting with `prefix` (etcd's prefix
+/// range: the prefix with its last byte raised by one; prefixes here end in '/').
+inline std::string prefix_end(std::string prefix) {
+    prefix.back() = static_cast<char>(prefix.back() + 1);
+    return prefix;
 }
+/// A range read of the keys in [key, end), with etcd's options (zero: not
+/// set). etcd applies the create-revision bounds after it read the range,
+/// then sorts and cuts to the limit: its count ignores the bounds.
+struct range_options {
+    std::string end;
+    bool by_create = false;   ///< sorted by create revision (else by key)
+    bool descending = false;
+    std::int64_t limit = 0;
+    std::int64_t min_create = 0, max_create = 0;
+};
+inline std::string range(const std::string& key, const range_options& o) {
+    std::string s = R"({"request_range":{"key":")" + b64(key) + "\"";
+    if (!o.end.empty()) s += R"(,"range_end":")" + b64(o.end) + "\"";
+    if (o.by_create) s += R"(,"sort_target":"CREATE","sort_order":")" + std::string(o.descending ? "DESCEND" : "ASCEND") + "\"";
+    if (o.limit) s += R"(,"limit":)" + number(o.limit);
+    if (o.min_create) s += R"(,"min_create_revision":)" + number(o.min_create);
+    if (o.max_create) s += R"(,"max_create_revision":)" + number(o.max_create);
+    return s + "}}";
+}
+/// A compare over every key in [key, end): each one's create revision
+/// `result` `rev` (etcd compares an empty range as one absent key: create
+/// revision 0).
+inline std::string created_in(const std::string& key, const std::string& end, const char* result, std::int64_t rev) {
+    return R"({"target":"CREATE","key":")" + b64(key) + R"(","range_end":")" + b64(end) + R"(","result":")" + result +
+           R"(","create_revision":)" + number(rev) + "}";
+}
+inline std::string del(const std::string& key) { return R"({"request_delete_range":{"key":")" + b64(key) + "\"}}"; }
 
 inline std::string joined(const std::vector<std::string>& parts) {
     std::string s = "[";
@@ -75,7 +103,8 @@ inline std::string nested(const std::vector<std::string>& compare, const std::ve
 struct txn_answer {
     bool succeeded = false;
     std::int64_t revision = 0;
-    std::vector<std::optional<kv>> ranges;  // one per operation: what a range found, or what a del_prev deleted (else nullopt)
+    std::vector<std::optional<kv>> ranges;  // one per operation: the first key-value a range found (else nullopt)
+    std::vector<std::vector<kv>> lists;     // one per operation: every key-value a range found
     std::vector<txn_answer> inner;          // the answers of nested transactions, in order
 };
 
@@ -94,19 +123,18 @@ inline result<txn_answer> parse_txn(std::string_view body, bool top = true) {
             out.inner.push_back(std::move(*sub));
         }
         auto range = member(op, "response_range");
-        auto deleted = range ? std::nullopt : member(op, "response_delete_range");
-        if (!range && !deleted) {
+        out.lists.emplace_back();
+        if (!range) {
             out.ranges.emplace_back();
             continue;
         }
-        auto kvs = range ? array_member(range->raw, "kvs") : array_member(deleted->raw, "prev_kvs");
-        if (kvs.empty()) {
-            out.ranges.emplace_back();
-            continue;
+        for (auto k : array_member(range->raw, "kvs")) {
+            auto one = kv_of(k);
+            if (!one) return unexpected(coord::error(make_error_code(errc::bad_answer), "a key-value etcd sent is malformed"));
+            out.lists.back().push_back(std::move(*one));
         }
-        auto one = kv_of(kvs[0]);
-        if (!one) return unexpected(coord::error(make_error_code(errc::bad_answer), "a key-value etcd sent is malformed"));
-        out.ranges.push_back(std::move(one));
+        if (out.lists.back().empty()) out.ranges.emplace_back();
+        else out.ranges.emplace_back(out.lists.back().front());
     }
     return out;
 }

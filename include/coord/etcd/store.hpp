@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/etcd/store.hpp: coord's stores on etcd (v3, through its JSON gateway
-// with libcurl), target coord::etcd. Leases whose terms etcd's leader ends,
+// with libcurl), target coord::etcd. Leases in the layout of etcd's own lock
+// (etcdctl lock, concurrency.Mutex) with a waiting acquire, terms etcd's leader ends,
 // tokens that are etcd revisions, fenced writes as one etcd transaction.
 //
 // The engine in layers, one header each:
@@ -14,7 +15,7 @@
 // Not modeled: sessions (every load moves last_seen: a Raft write per request,
 // which is not what etcd is for; keep sessions in Redis, PostgreSQL or
 // SQLite), the ledger (its replay window and retention are instants a
-// store's clock must judge, and etcd shows no clock) and the waiting acquire.
+// store's clock must judge, and etcd shows no clock).
 //
 //   coord::etcd::store store{"etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379"};
 //   // once, when the store is new (coordctl store init --store etcd://...
@@ -213,7 +214,8 @@ private:
 using store = basic_store<>;
 
 static_assert(revocation_store<store>);
-static_assert(lease_watch_store<store>);  // election's observe() is woken by a watch on the holder key
+static_assert(lease_watch_store<store>);  // election's observe() is woken by a watch on the name's line
+static_assert(lease_queue_store<store>);  // the waiting acquire: etcd's lock recipe
 
 // What this store models, checked, and the everyday names on it:
 // coord::etcd::lease_manager and so on (coord/detail/store_aliases.hpp).

@@ -77,10 +77,16 @@ enum class errc {
     /// A lock the statement needed was not free within the server's
     /// lock_timeout (SQLSTATE 55P03); the statement was rolled back.
     lock_timeout,
+    /// The server and this client did not accept each other (a password
+    /// refused or missing, no pg_hba.conf entry for this connection, a
+    /// server certificate the client's CA did not sign or whose name does
+    /// not match), or the role lacks a right on coord's tables (SQLSTATE
+    /// class 28, 42501): a configuration to fix. Nothing was applied.
+    not_authorized,
 };
 
 inline const std::error_category& category() noexcept {
-    static const coord::detail::engine_category<errc, 7> instance(
+    static const coord::detail::engine_category<errc, 8> instance(
         "coord.postgres", "PostgreSQL",
         {{
              {errc::connection_failed, coord::condition::unavailable, "PostgreSQL connection failed"},
@@ -90,6 +96,8 @@ inline const std::error_category& category() noexcept {
              {errc::schema_too_new, coord::condition::unavailable, "PostgreSQL schema newer than this coord"},
              {errc::deadline_passed, coord::condition::unavailable, "no answer from PostgreSQL within the operation timeout"},
              {errc::lock_timeout, coord::condition::unavailable, "a PostgreSQL lock was not free within lock_timeout"},
+             {errc::not_authorized, coord::condition::not_authorized,
+              "PostgreSQL and this client did not accept each other's credentials, or the role lacks a right"},
         }});
     return instance;
 }
@@ -171,6 +179,10 @@ struct options {
     /// unacknowledged for the operation timeout also drops the connection
     /// (TCP_USER_TIMEOUT).
     std::chrono::seconds keepalive_idle{10};
+    /// The role and its password, when the conninfo does not say (empty:
+    /// libpq's defaults: PGUSER, the passfile). Never put in a message.
+    std::string user{};
+    std::string password{};
 };
 
 /// The clock policy that means "the server's clock": every expiry is judged
@@ -349,10 +361,14 @@ public:
         const std::string interval = std::to_string(std::max<std::int64_t>(1, o.keepalive_idle.count() / 3));
         const std::string user_timeout = std::to_string(o.operation_timeout.count());
         // The user's conninfo comes last: what it sets wins over these.
-        const char* keys[] = {"keepalives",       "keepalives_idle", "keepalives_interval", "keepalives_count",
-                              "tcp_user_timeout", "dbname",          nullptr};
-        const char* values[] = {"1", idle.c_str(), interval.c_str(), "3", user_timeout.c_str(), conninfo.c_str(), nullptr};
-        conn_ = PQconnectStartParams(keys, values, 1);
+        std::vector<const char*> keys = {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                                         "tcp_user_timeout"};
+        std::vector<const char*> values = {"1", idle.c_str(), interval.c_str(), "3", user_timeout.c_str()};
+        if (!o.user.empty()) keys.push_back("user"), values.push_back(o.user.c_str());
+        if (!o.password.empty()) keys.push_back("password"), values.push_back(o.password.c_str());
+        keys.push_back("dbname"), values.push_back(conninfo.c_str());
+        keys.push_back(nullptr), values.push_back(nullptr);
+        conn_ = PQconnectStartParams(keys.data(), values.data(), 1);
         if (!conn_) return not_sent(errc::connection_failed, "out of memory");
         // A library writes nothing to the application's stderr: the server's
         // notices are dropped; errors come back in the error value.
@@ -372,7 +388,7 @@ public:
         if (PQstatus(conn_) != CONNECTION_OK) {
             auto why = trimmed(PQerrorMessage(conn_));
             drop();
-            return not_sent(errc::connection_failed, why);
+            return not_sent(refused_credentials(why) ? errc::not_authorized : errc::connection_failed, why);
         }
         if (PQsetnonblocking(conn_, 1) != 0) {
             auto why = trimmed(PQerrorMessage(conn_));
@@ -488,9 +504,10 @@ private:
         // The store's guard (coord_guard, schema.hpp migration 6) and a
         // schema whose tables or functions are gone: nothing was applied.
         if (auto e = store_state_error(sqlstate, trimmed(PQresultErrorMessage(a.get())))) return e;
-        const errc code = sqlstate == "57014"   ? errc::statement_timeout
-                          : sqlstate == "55P03" ? errc::lock_timeout
-                                                : errc::server_refused;
+        const errc code = sqlstate == "57014"                                    ? errc::statement_timeout
+                          : sqlstate == "55P03"                                  ? errc::lock_timeout
+                          : sqlstate == "42501" || sqlstate.substr(0, 2) == "28" ? errc::not_authorized
+                                                                                 : errc::server_refused;
         return coord::detail::engine_failure(
             coord::detail::call_fate::failed_on_server, writes,
             coord::error(make_error_code(code),
@@ -499,6 +516,18 @@ private:
 
     static constexpr int timed_out = 1;
     static constexpr int broken = 2;
+
+    // A connection refused for its credentials or TLS settings (libpq's and
+    // the server's words: a failed connection carries no SQLSTATE), not for
+    // a server that is down or busy.
+    static bool refused_credentials(std::string_view why) {
+        for (const char* w : {"password authentication failed", "no password supplied", "pg_hba.conf",
+                              "certificate verify failed", "does not match host name", "root certificate file",
+                              "server does not support SSL", "certificate required", "alert bad certificate",
+                              "alert unknown ca", "SCRAM", "permission denied", "does not exist"})
+            if (why.find(w) != std::string_view::npos) return true;
+        return false;
+    }
 
     static unexpected<coord::error> not_sent(errc code, std::string why) {
         return unexpected(coord::error(make_error_code(code), std::move(why)));

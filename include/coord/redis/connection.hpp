@@ -79,10 +79,13 @@ enum class errc {
     /// The server is older than Redis 7.0 (scripts need its flags and
     /// effects replication).
     server_too_old,
+    /// The server refused these credentials or the user's rights on coord's
+    /// keys and scripts (WRONGPASS, NOAUTH, NOPERM): a configuration to fix.
+    not_authorized,
 };
 
 inline const std::error_category& category() noexcept {
-    static const coord::detail::engine_category<errc, 9> instance(
+    static const coord::detail::engine_category<errc, 10> instance(
         "coord.redis", "Redis",
         {{
              {errc::connection_failed, coord::condition::unavailable, "Redis connection failed"},
@@ -94,6 +97,7 @@ inline const std::error_category& category() noexcept {
              {errc::bad_answer, coord::condition::outcome_unknown, "unexpected reply from Redis"},
              {errc::deadline_passed, coord::condition::unavailable, "no reply from Redis within the operation timeout"},
              {errc::server_too_old, coord::condition::unavailable, "Redis 7.0 or later is required"},
+             {errc::not_authorized, coord::condition::not_authorized, "Redis refused these credentials or their rights"},
         }});
     return instance;
 }
@@ -279,7 +283,8 @@ inline coord::error server_error(std::string_view message) {
                       : starts("MISCONF")  ? errc::misconfigured
                       : starts("READONLY") ? errc::read_only
                       : starts("BUSY") || starts("OOM") ? errc::busy
-                                                        : errc::server_refused;
+                      : starts("WRONGPASS") || starts("NOAUTH") || starts("NOPERM") ? errc::not_authorized
+                                                                                    : errc::server_refused;
     return coord::error(make_error_code(code), std::string(message));
 }
 
@@ -333,9 +338,11 @@ public:
         }
         for (const auto& one : *r)
             if (one->type == REDIS_REPLY_ERROR) {
-                const std::string why = where + ": " + std::string(text(one.get()));
+                const std::string_view said = text(one.get());
+                const std::string why = where + ": " + std::string(said);
                 drop();
-                return not_sent(errc::connection_failed, why);
+                const bool refused = said.rfind("WRONGPASS", 0) == 0 || said.rfind("NOAUTH", 0) == 0 || said.rfind("NOPERM", 0) == 0;
+                return not_sent(refused ? errc::not_authorized : errc::connection_failed, why);
             }
         return {};
     }

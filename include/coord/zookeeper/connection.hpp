@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,10 +70,14 @@ enum class errc {
     deadline_passed,
     /// The same compare-and-set lost to other writers too many times in a row.
     contention,
+    /// The ensemble refused the request for this client's identity (ZNOAUTH:
+    /// coord's nodes were created by other credentials, or none were given
+    /// where they are required; ZAUTHFAILED). Nothing was applied.
+    not_authorized,
 };
 
 inline const std::error_category& category() noexcept {
-    static const coord::detail::engine_category<errc, 7> instance(
+    static const coord::detail::engine_category<errc, 8> instance(
         "coord.zookeeper", "ZooKeeper",
         {{
              {errc::connection_failed, coord::condition::unavailable, "no ZooKeeper session could be established"},
@@ -82,6 +87,8 @@ inline const std::error_category& category() noexcept {
              {errc::bad_answer, coord::condition::outcome_unknown, "unexpected answer from ZooKeeper"},
              {errc::deadline_passed, coord::condition::unavailable, "no answer from ZooKeeper within the operation timeout"},
              {errc::contention, coord::condition::unavailable, "a ZooKeeper compare-and-set kept losing to other writers"},
+             {errc::not_authorized, coord::condition::not_authorized,
+              "ZooKeeper refused this client's identity for coord's nodes"},
         }});
     return instance;
 }
@@ -167,6 +174,14 @@ struct options {
     /// before it is sent (coord::errc::value_too_large, condition
     /// bad_input). Raise it with the ensemble's jute.maxbuffer.
     std::size_t max_request_bytes = 1024 * 1024 - 4096;
+    /// Digest credentials, "USER:PASSWORD" (empty: none). Given, the session
+    /// authenticates with them (ZooKeeper's `addauth digest`, again on every
+    /// new session) and every node coord creates carries the ACL
+    /// `auth::cdrwa` (all rights to this identity only) plus
+    /// `world:anyone:r` (others may read, never change or delete). Never
+    /// logged or put in an error. The URL form reads them from a file:
+    /// zookeeper://HOST:PORT/ROOT?digest_file=PATH (coord/open.hpp).
+    std::string digest{};
 };
 
 /// The clock policy that means "the ensemble's clock": every term is judged
@@ -308,6 +323,7 @@ public:
             return;
         }
         // A node's event ends the watch: f may be gone from here on.
+        s->node_events_.fetch_add(1, std::memory_order_relaxed);
         if (shared) {
             s->armed_.erase(it);
             return;
@@ -316,6 +332,11 @@ public:
     }
 
     const options& opts() const noexcept { return opts_; }
+
+    /// How many watch notifications of a node (created, changed, deleted)
+    /// the ensemble delivered to this object's sessions: what waiting
+    /// costs, counted (the herd-free tests compare it).
+    std::uint64_t node_notifications() const noexcept { return node_events_.load(std::memory_order_relaxed); }
 
     /// The session's id and the term the ensemble negotiated, once connected.
     std::int64_t id() {
@@ -345,9 +366,21 @@ public:
                                  nullptr, this, 0);
             if (!zh_) return unexpected(coord::error(make_error_code(errc::connection_failed), "zookeeper_init failed"));
             ++generation_;
+            auth_rc_ = ZOK;
+            if (!opts_.digest.empty()) {
+                // Sent with the connection (and again at each reconnection
+                // of this handle); its answer comes with the first one.
+                auth_rc_ = ZNOTHING;
+                const int rc = zoo_add_auth(zh_, "digest", opts_.digest.data(), static_cast<int>(opts_.digest.size()),
+                                            &session::authenticated, this);
+                if (rc != ZOK) return unexpected(failure(rc, false, false));
+            }
         }
         const auto limit = std::min(until, coord::detail::deadline_after(opts_.connect_timeout));
-        const bool up = state_cv_.wait_until(lk, limit, [&] { return zoo_state(zh_) == ZOO_CONNECTED_STATE; });
+        const bool up = state_cv_.wait_until(lk, limit, [&] {
+            return auth_rc_ != ZNOTHING && (auth_rc_ != ZOK || zoo_state(zh_) == ZOO_CONNECTED_STATE);
+        });
+        if (up && auth_rc_ != ZOK) return unexpected(failure(auth_rc_, false, false));
         if (!up) {
             const int st = zoo_state(zh_);
             if (st == ZOO_EXPIRED_SESSION_STATE)
@@ -399,14 +432,37 @@ public:
         case ZINVALIDSTATE:
         case ZCLOSING:
             return coord::error(make_error_code(errc::connection_loss), words);
+        case ZNOAUTH:
+        case ZAUTHFAILED:
+        case ZINVALIDACL:
+            return coord::error(make_error_code(errc::not_authorized),
+                                words + ": coord's nodes there were created by other credentials, or this client gave "
+                                        "none (options::digest; the URL's digest_file=PATH)");
         default: return coord::error(make_error_code(errc::server_refused), words);
         }
+    }
+
+    /// The ACL every node coord creates carries: with digest credentials,
+    /// all rights to this session's identity and reading to anyone; without,
+    /// ZooKeeper's open ACL.
+    const ACL_vector* acl() const noexcept {
+        static ACL owner_and_readers[] = {{ZOO_PERM_ALL, ZOO_AUTH_IDS}, {ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE}};
+        static ACL_vector secured = {2, owner_and_readers};
+        return opts_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &secured;
     }
 
 private:
     static void watcher(zhandle_t*, int, int, const char*, void* ctx) {
         auto* self = static_cast<session*>(ctx);
         { std::lock_guard lk(self->mutex_); }
+        self->state_cv_.notify_all();
+    }
+    static void authenticated(int rc, const void* ctx) {
+        auto* self = static_cast<session*>(const_cast<void*>(ctx));
+        {
+            std::lock_guard lk(self->mutex_);
+            self->auth_rc_ = rc;
+        }
         self->state_cv_.notify_all();
     }
 
@@ -417,9 +473,11 @@ private:
     zhandle_t* zh_ = nullptr;
     std::vector<zhandle_t*> retired_;  // expired sessions' handles
     std::mutex watches_mutex_;
+    std::atomic<std::uint64_t> node_events_{0};
     std::map<std::string, std::shared_ptr<detail::watch_flag>> armed_;  // by path: armed, not fired yet
     std::vector<std::shared_ptr<detail::watch_flag>> unarmed_;           // their calls failed, not fired yet
     std::uint64_t generation_ = 0;
+    int auth_rc_ = ZOK;  // the digest's answer for the current handle (ZNOTHING: not yet)
 };
 
 }  // namespace coord::zookeeper

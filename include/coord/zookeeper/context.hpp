@@ -6,7 +6,9 @@
 // stamped by the ensemble when it writes the node) or a test clock's.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -81,6 +84,19 @@ inline std::optional<std::uint64_t> u64(std::string_view s) {
     return v;
 }
 
+/// The sequence a sequential node's name ends in (the ten digits ZooKeeper
+/// appends), or nullopt.
+inline std::optional<std::uint64_t> sequence_of(std::string_view name) {
+    if (name.size() < 10) return std::nullopt;
+    return u64(name.substr(name.size() - 10));
+}
+
+/// A waiter's pause when its watch could not be armed: until `until`, at
+/// most 100 ms (the caller reads again).
+inline void watchless_pause(std::chrono::steady_clock::time_point until) {
+    std::this_thread::sleep_until(std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds{100}));
+}
+
 inline coord::error bad(const std::string& what) { return coord::error(make_error_code(errc::bad_answer), what); }
 /// A compare-and-set that lost to other writers on every try (`what` names
 /// the call: "segment allocate").
@@ -118,6 +134,9 @@ inline options checked(options o) {
     coord::detail::check_timeout("coord::zookeeper::options::session_timeout", o.session_timeout);
     if (o.max_request_bytes < 4096 || o.max_request_bytes > 64u * 1024 * 1024)
         throw std::invalid_argument("coord::zookeeper::options::max_request_bytes must be 4 KiB to 64 MiB");
+    if (!o.digest.empty() && (o.digest.find(':') == std::string::npos || o.digest.front() == ':' ||
+                              o.digest.find_first_of("\r\n") != std::string::npos))
+        throw std::invalid_argument("coord::zookeeper::options::digest must be USER:PASSWORD on one line (not shown)");
     return o;
 }
 
@@ -176,8 +195,30 @@ public:
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_identity_changed),
                                            "the ZooKeeper store at " + url_ + " was initialized again since this "
                                            "process opened it (" + identity_path() + " was created anew): reopen it"));
-        if (known == 0) adopt(n->value().stat.czxid);
+        if (known == 0) adopt(n->value().stat.czxid, id->floors.fence);
         return std::move(*id);
+    }
+
+    /// What every lease token rests on: the store's fence floor, as the
+    /// identity this store object works under states it (read once: 1 round
+    /// trip until then, store_uninitialized before `store init`). A lease
+    /// token is the floor plus the granting zxid (token_of): zxids go back
+    /// with a whole ensemble restored from an old snapshot, and the
+    /// recovery's floor (--fence-floor now) puts every later token above
+    /// every earlier one.
+    result<fence_token> lease_floor() {
+        {
+            std::lock_guard lk(mutex_);
+            if (known_czxid_ != 0) return known_floor_;
+        }
+        auto id = checked_identity();
+        if (!id) return unexpected(id.error());
+        std::lock_guard lk(mutex_);
+        return known_floor_;
+    }
+    /// A lease token: `floor` (lease_floor) plus the granting zxid.
+    static fence_token token_of(fence_token floor, std::int64_t zxid) {
+        return floor + static_cast<fence_token>(zxid < 0 ? 0 : zxid);
     }
 
     /// What creating a missing record of a counted kind (fence, segment,
@@ -231,7 +272,7 @@ public:
             zoo_set_op_init(&st.ops[0], st.keep[0].c_str(), st.keep[1].data(), static_cast<int>(st.keep[1].size()),
                             a.parent_version, &st.op_stats[0]);
             zoo_create_op_init(&st.ops[1], st.keep[2].c_str(), st.keep[3].data(), static_cast<int>(st.keep[3].size()),
-                               &ZOO_OPEN_ACL_UNSAFE, 0, st.path_buffers[0].data(),
+                               session_.acl(), 0, st.path_buffers[0].data(),
                                static_cast<int>(st.path_buffers[0].size()));
         });
         if (r && r->rc == ZOK) r->stat.version = 0;
@@ -268,13 +309,14 @@ public:
     /// nodes created where missing, each counted kind's count set to the
     /// records it holds, and the identity node written with the floors (a
     /// new one, when `replace`), in one multi-operation. The floors' "now":
-    /// the zxid and time the ensemble gives the clock node's write just
-    /// before (the zxid is above every lease token granted before).
+    /// the time the ensemble stamps on the clock node's write just before
+    /// (the fence floor: that time in nanoseconds, and at least the floor
+    /// before it plus that write's zxid; see lease_floor).
     result<std::string> initialize(const initial_floors& f, bool replace) {
         std::vector<std::string> paths;
         for (std::size_t i = 1; i <= root_.size(); ++i)
             if (i == root_.size() || root_[i] == '/') paths.push_back(root_.substr(0, i));
-        for (const char* kind : {"fence", "lease", "slease", "segment", "reservation", "ledger", "clock"})
+        for (const char* kind : {"fence", "lease", "lock", "segment", "reservation", "ledger", "clock"})
             paths.push_back(path(kind));
         for (const auto& p : paths) {
             auto r = create_raw(p, "", 0);
@@ -294,9 +336,16 @@ public:
             if (now->rc != ZOK) return unexpected(went_back(path("clock") + " went missing while initializing"));
             coord::detail::stated_floors stated;
             stated.segment = f.segment;
-            stated.fence = f.fence_now ? static_cast<fence_token>(now->stat.mzxid) : f.fence;
             std::int64_t now_ms = now->stat.mtime;
             if constexpr (test_clock) now_ms = since_epoch_ns(clock_.now()) / 1'000'000;
+            stated.fence = f.fence;
+            if (f.fence_now) {
+                fence_token before = 0;
+                if (*old)
+                    if (auto was = coord::detail::parse_identity((*old)->data)) before = was->floors.fence;
+                stated.fence = std::max(static_cast<fence_token>(now_ms < 0 ? 0 : now_ms) * 1'000'000,
+                                        token_of(before, now->stat.mzxid) + 1);
+            }
             stated.ledger_ms = f.ledger_now ? now_ms : f.ledger_ms;
             stated.reservation_ms = f.reservation_now ? now_ms : f.reservation_ms;
             std::vector<std::pair<std::string, std::string>> counts;  // parent, its children now
@@ -326,7 +375,7 @@ public:
                 if (*old) zoo_delete_op_init(&st.ops[at++], st.keep[2 * n].c_str(), (*old)->stat.version);
                 st.path_buffers.assign(1, std::vector<char>(identity_path().size() + 16));
                 zoo_create_op_init(&st.ops[at], st.keep[2 * n].c_str(), st.keep[2 * n + 1].data(),
-                                   static_cast<int>(st.keep[2 * n + 1].size()), &ZOO_OPEN_ACL_UNSAFE, 0,
+                                   static_cast<int>(st.keep[2 * n + 1].size()), session_.acl(), 0,
                                    st.path_buffers[0].data(), static_cast<int>(st.path_buffers[0].size()));
             });
             if (!r) return unexpected(r.error());
@@ -336,6 +385,7 @@ public:
             if (*mine) {
                 std::lock_guard lk(mutex_);
                 known_czxid_ = (*mine)->stat.czxid;
+                known_floor_ = stated.fence;
             }
             return id;
         }
@@ -461,7 +511,7 @@ public:
         if (auto big = too_large(p.size() + v.size())) return unexpected(*big);
         return session_.call(
             [&](zhandle_t* zh, const void* data) {
-                return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
+                return zoo_acreate2(zh, p.c_str(), v.data(), static_cast<int>(v.size()), session_.acl(), flags,
                                     [](int rc, const char* path, const Stat* stat, const void* d) {
                                         finish(d, [&](reply& out) {
                                             out.rc = rc;
@@ -557,9 +607,11 @@ private:
         std::lock_guard lk(mutex_);
         return known_czxid_;
     }
-    void adopt(std::int64_t czxid) {
+    void adopt(std::int64_t czxid, fence_token floor) {
         std::lock_guard lk(mutex_);
-        if (known_czxid_ == 0) known_czxid_ = czxid;
+        if (known_czxid_ != 0) return;
+        known_czxid_ = czxid;
+        known_floor_ = floor;
     }
     coord::error went_back(const std::string& what) const {
         return coord::error(coord::make_error_code(coord::errc::state_went_back),
@@ -587,6 +639,7 @@ private:
     std::string url_;
     std::mutex mutex_;
     std::int64_t known_czxid_ = 0;  // the identity node's creation zxid, once read
+    fence_token known_floor_ = 0;   // its fence floor
 };
 
 }  // namespace coord::zookeeper::detail

@@ -15,7 +15,9 @@
 //
 // Not modeled: sessions and revocations (they are per-request writes of
 // growing data, and ZooKeeper keeps its whole tree in memory on every
-// server) and the waiting acquire.
+// server). Both lease forms wait: the lease that outlives its process in a
+// line of places under its record, the session-bound one on ZooKeeper's
+// lock recipe, in Curator's node names.
 //
 //   coord::zookeeper::store store{"zookeeper://zk1:2181,zk2:2181,zk3:2181/coord"};
 //   store.initialize({});  // once, for a root that never served coord (coordctl store init)
@@ -73,9 +75,11 @@ public:
     /// `replace`), all in one multi-operation. Where a record is missing
     /// (never written, or deleted by another client) a segment tag
     /// continues above the segment floor, a fence refuses tokens below the
-    /// fence floor (fence_now: the zxid of this initialization, above every
-    /// lease token granted before in the same history; not after the whole
-    /// ensemble was restored from an older snapshot), a slot scheduled at or before the
+    /// fence floor (fence_now: the ensemble's time in nanoseconds, and at
+    /// least the floor before plus this initialization's zxid; every lease
+    /// token is the fence floor plus a zxid, so a recovery's floor puts
+    /// later tokens above every earlier one, also after the whole ensemble
+    /// was restored from an older snapshot), a slot scheduled at or before the
     /// ledger floor is not run again, and a time reservation starts at the
     /// reservation floor; a root that never served coord takes zeros.
     /// Refused with errc::store_already_initialized when the store has an
@@ -101,6 +105,9 @@ public:
 
     /// The ensemble's clock now, in ns (its stamp on ROOT/clock).
     result<std::int64_t> server_now_ns() { return engine().now_ns(); }
+    /// How many watch notifications of a node the ensemble delivered to this
+    /// store object (what waiting costs, counted).
+    std::uint64_t watch_notifications() { return engine().zk().node_notifications(); }
     /// The session timeout the ensemble negotiated (the term of session-bound leases).
     std::chrono::milliseconds session_timeout() { return engine().zk().negotiated_timeout(); }
 
@@ -113,7 +120,8 @@ private:
 
 using store = basic_store<>;
 
-static_assert(lease_store<session_lease_adapter<server_clock>>);
+static_assert(lease_queue_store<store>);  // the TTL lease's line of places
+static_assert(lease_queue_store<session_lease_adapter<server_clock>>);  // the lock recipe, waiting included
 static_assert(lease_watch_store<store>);  // election's observe() is woken by a watch on the lease's node
 
 // What this store models, checked, and the everyday names on it:

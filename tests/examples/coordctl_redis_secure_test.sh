@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# coordctl on a Redis with ACL users only (tests/redis/redis.sh start DIR PORT
+# secure: the default user off; coord may run everything, reader only read
+# commands): with --store-user and the password from --store-password-file
+# or COORD_STORE_PASSWORD coord works; no credentials, a wrong password and
+# a user without the rights are refused as configuration errors (exit 2,
+# never "retry later"), the password in no message.
+# Usage: coordctl_redis_secure_test.sh COORDCTL URL DIR
+set -u
+ctl="$1"; store="$2/0"; dir="$3"
+err=$(mktemp); wrong=$(mktemp)
+trap 'rm -f "$err" "$wrong"' EXIT
+# shellcheck source=tests/examples/coordctl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/coordctl_lib.sh"
+run="s$$"
+as_coord=(--store-user coord --store-password-file "$dir/coord.password")
+"$ctl" store init --store "$store" "${as_coord[@]}" --segment-floor 0 --fence-floor 0 --ledger-floor none >/dev/null 2>"$err" ||
+  [ $? = 3 ] || fail "store init with credentials: $(cat "$err")"
+expect 0 "accepted" -- fence write --store "$store" "${as_coord[@]}" --key "$run" --token 7 --value v
+COORD_STORE_PASSWORD=$(cat "$dir/coord.password") expect 0 "fence=7 value=v" -- fence read --store "$store" --store-user coord --key "$run"
+grant t -- lease acquire --store "$store" "${as_coord[@]}" --name "$run" --owner A --ttl 60000
+expect 0 "released" -- lease release --store "$store" "${as_coord[@]}" --name "$run" --owner A
+
+printf 'not-the-password\n' > "$wrong"; chmod 600 "$wrong"
+refused() {  # refused WHAT WORDS ARGS...: fence write exits 2, its message has WORDS, no password
+  local what="$1" words="$2"; shift 2
+  expect 2 "" -- fence write --store "$store" "$@" --key "$run" --token 8 --value v
+  grep -q -- "$words" "$err" || fail "$what: the message does not say '$words': $(cat "$err")"
+  for p in "$dir/coord.password" "$dir/reader.password"; do grep -q -- "$(cat "$p")" "$err" && fail "$what: a password in the message"; done
+}
+refused "no credentials" "NOAUTH"
+refused "a wrong password" "WRONGPASS" --store-user coord --store-password-file "$wrong"
+refused "a user without the rights" "NOPERM" --store-user reader --store-password-file "$dir/reader.password"
+expect 0 "fence=7 value=v" -- fence read --store "$store" "${as_coord[@]}" --key "$run"   # nothing was applied
+echo "coordctl redis secure: $failures failure(s)"
+[ "$failures" = 0 ]
