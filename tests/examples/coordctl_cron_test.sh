@@ -68,6 +68,7 @@ EOF
 chmod +x "$work/job_b.sh"
 
 pids_a=() pids_b=()
+claiming_until=$(( $(date +%s) + 20 ))  # the runners claim for 20 s from about now
 for i in 1 2 3; do
   "$ctl" cron run --store "$store_a" "${common[@]}" --job "$job_a" --worker "A$i" --overlap allow -- \
     sh -c 'echo "$COORD_SLOT $COORD_FENCE $COORD_ATTEMPT $COORD_SCHEDULED_AT" >> "$0"; sleep 0.3' "$work/runs_a" \
@@ -171,26 +172,52 @@ for i in 1 2 3; do
   [ "$i" = "$killed" ] || wait "${pids_b[$((i - 1))]}" || fail "runner B$i exited with $?"
 done
 
-# every_slot FILE FIELD: the slots (field 1 of "accepted" lines, or of every
-# line) from the first to the last, two seconds apart: none missing.
+# lost_at_the_end JOB T LOG...: a runner logged that it lost its claim of
+# JOB's slot at T (its heartbeat not answered by the claim's safe deadline on
+# a loaded machine), and T is in the runners' last 5 s of claiming: the slot
+# runs again only once the lost claim lapsed (1.5 s after its last
+# heartbeat), by a runner still claiming then, so its run may be lost with
+# the end of the test. Earlier, another runner must run it again.
+lost_at_the_end() {
+  local job="$1" t="$2"; shift 2
+  [ "$t" -ge $((claiming_until - 5)) ] &&
+    grep -q "coordctl cron: lost slot=$job@$(date -u -d "@$t" +%Y-%m-%dT%H:%M:%SZ) " "$@"
+}
+# check_every_slot WHAT JOB SLOTS LOG...: the SLOTS (one a line) from the
+# first to the last, two seconds apart: none missing (unless lost at the end).
 check_every_slot() {
-  local what="$1" slots="$2" first last t n
+  local what="$1" job="$2" slots="$3" first last t n
+  shift 3
   n=$(echo "$slots" | grep -c .)
   [ "$n" -ge 8 ] || { fail "$what: only $n slots ran in 20 s: $slots"; return; }
   first=$(echo "$slots" | head -1 | sed 's/.*@//; s/Z$//')
   last=$(echo "$slots" | tail -1 | sed 's/.*@//; s/Z$//')
   t=$(date -u -d "$first" +%s)
   while [ "$t" -le "$(date -u -d "$last" +%s)" ]; do
-    echo "$slots" | grep -qx "[^@]*@$(date -u -d "@$t" +%Y-%m-%dT%H:%M:%SZ)" || fail "$what: slot at $(date -u -d "@$t" +%T) did not run"
+    if ! echo "$slots" | grep -qx "[^@]*@$(date -u -d "@$t" +%Y-%m-%dT%H:%M:%SZ)"; then
+      if lost_at_the_end "$job" "$t" "$@"; then
+        echo "$what: the slot at $(date -u -d "@$t" +%T) was lost by its runner in the last seconds: not run again"
+      else
+        fail "$what: slot at $(date -u -d "@$t" +%T) did not run"
+      fi
+    fi
     t=$((t + 2))
   done
 }
 
-# Job A: each slot once.
+# Job A: each slot once, unless a runner lost its claim while its command
+# ran (its heartbeat not answered within the 1.5 s claim on a loaded
+# machine: CI saw one): then the runner says so and stops its command, and
+# the slot runs again, as the runner promises. A second run no runner
+# reported is two runners holding one slot.
 slots_a=$(cut -d' ' -f1 "$work/runs_a" | sort)
-dups=$(echo "$slots_a" | uniq -d)
-[ -z "$dups" ] || fail "job A: slots ran twice: $dups"
-check_every_slot "job A" "$(echo "$slots_a" | uniq)"
+for dup in $(echo "$slots_a" | uniq -d); do
+  lost=$(cat "$work"/a[123].log | grep -c "coordctl cron: lost slot=$dup ")
+  [ "$lost" -gt 0 ] || fail "job A: slot $dup ran twice, and no runner lost its claim"
+  [ "$(echo "$slots_a" | grep -cx -- "$dup")" -le $((lost + 1)) ] ||
+    fail "job A: slot $dup ran more often than once plus once per claim a runner lost"
+done
+check_every_slot "job A" "$job_a" "$(echo "$slots_a" | uniq)" "$work"/a[123].log
 grep -q " 1 1 " "$work/runs_a" || fail "job A: no first attempt with fence 1: $(head -3 "$work/runs_a")"
 awk '{ sub(/.*@/, "", $1); if (substr($4, 1, 19) != substr($1, 1, 19)) exit 1 }' "$work/runs_a" \
   || fail "job A: COORD_SCHEDULED_AT is not the slot's time: $(head -3 "$work/runs_a")"
@@ -204,24 +231,30 @@ if [ -n "$rerun_slot" ]; then
   awk -v s="$rerun_slot" '$1 == "accepted" && $2 == s { if (seen && $3 <= last) bad = 1; seen = 1; last = $3 } END { exit bad }' "$work/effects" \
     || fail "job B: the re-run of $rerun_slot was not under a larger fence: $(cat "$work/effects")"
 fi
-check_every_slot "job B" "$(echo "$accepted" | uniq)"
+check_every_slot "job B" "$job_b" "$(echo "$accepted" | uniq)" "$work"/b[123].log
 grep -q '^refused .* stale fence' "$work/effects" || fail "job B: the stopped runner's late write was not refused: $(cat "$work/effects")"
 grep -q ' lost .*not recorded' "$work/b$stopped.log" || fail "runner B$stopped did not log that it lost its slot: $(cat "$work/b$stopped.log")"
 
 # The books: status shows the slots done, with worker, attempt and exit 0.
 status=$("$ctl" cron status --store "$store_a" --job "$job_a" -n 60); rc=$?
 [ "$rc" = 0 ] || fail "cron status: rc=$rc"
-echo "$status"
 [ "$(echo "$status" | head -1 | awk '{print $1, $2, $3, $4, $5}')" = "SLOT STATE WORKER ATTEMPT EXIT" ] || fail "status header: $status"
 [ "$(echo "$status" | awk 'NR > 1 && $2 == "done" && $3 ~ /^A[123]$/ && $4 == 1 && $5 == 0' | wc -l)" -ge 8 ] \
   || fail "job A's status does not show its slots done"
 status_b=$("$ctl" cron status --store "$store" --job "$job_b" -n 60)
-echo "$status_b"
-echo "$status_b" | awk 'NR > 1 && !/^#/ && $2 != "done" && $2 != "none"' | grep -q . && fail "job B has slots not done: $status_b"
+not_done=$(echo "$status_b" | awk 'NR > 1 && !/^#/ && $2 != "done" && $2 != "none" { print $1 }')
+for s in $not_done; do
+  lost_at_the_end "$job_b" "$(date -u -d "${s#*@}" +%s)" "$work"/b[123].log ||
+    fail "job B has a slot not done: $(echo "$status_b" | grep -F -- "$s")"
+done
 expect 3 "refused: no cron runner has run this job on this store" -- cron status --store "$store" --job "never$id"
 
 if [ "$failures" -gt 0 ]; then
-  for l in "$work"/*.log; do echo "--- $l"; cat "$l"; done
+  # The books without the slots before the job began, then job A's logs,
+  # job B's and its effects: the end of the output is what a CI excerpt keeps.
+  echo "--- job A's slots"; echo "$status" | awk 'NR == 1 || $2 != "none"'
+  echo "--- job B's slots"; echo "$status_b" | awk 'NR == 1 || $2 != "none"'
+  for l in "$work"/a*.log "$work"/b*.log; do echo "--- $l"; cat "$l"; done
   echo "--- effects"; cat "$work/effects"
   echo "$failures failure(s)"; exit 1
 fi
