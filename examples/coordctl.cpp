@@ -89,12 +89,13 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd://HOST:PORT[,...] or\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd[s]://HOST:PORT[,...] or\n"
     "   zookeeper://HOST:PORT[,...][/ROOT] (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s; and the store's credentials: --store-user NAME, the password from\n"
-    "   --store-password-file FILE (one line, mode 600) or COORD_STORE_PASSWORD: postgres, redis, zookeeper\n"
-    "   (its digest identity, put in its nodes' ACL))\n"
+    "   --store-password-file FILE (one line, mode 600) or COORD_STORE_PASSWORD: postgres, redis, etcd, zookeeper\n"
+    "   (its digest identity, put in its nodes' ACL); TLS: --store-ca-file, --store-cert-file, --store-key-file\n"
+    "   (PEM): etcds://, postgres: (sslrootcert with verify-full, sslcert, sslkey))\n"
     "  store init    --store S --segment-floor N --fence-floor N|now --ledger-floor ISO|now|none\n"
     "                [--reservation-floor ISO|now|none] [--force]\n"
     "                (postgres:, redis://, etcd://, zookeeper://: once before first use, and after it lost its data or was\n"
@@ -165,7 +166,7 @@ public:
     options(const std::vector<std::string_view>& args, std::set<std::string_view> allowed,
             const std::set<std::string_view>& flags = {}) {
         // Every command that reaches a store takes --timeout and the store's credentials.
-        if (allowed.count("store") || allowed.count("state")) allowed.insert({"timeout", "store-user", "store-password-file"});
+        if (allowed.count("store") || allowed.count("state")) allowed.insert({"timeout", "store-user", "store-password-file", "store-ca-file", "store-cert-file", "store-key-file"});
         for (std::size_t i = 0; i < args.size(); ++i) {
             const auto a = args[i];
             // "--name value", and "-n value" for single-letter options.
@@ -301,6 +302,9 @@ int with_store(const options& o, F&& f, const std::string& option = "store") {
     } else if (const char* env = std::getenv("COORD_STORE_PASSWORD"); env && *env) {
         how.password = env;
     }
+    if (o.has("store-ca-file")) how.ca_file = o.required("store-ca-file");
+    if (o.has("store-cert-file")) how.cert_file = o.required("store-cert-file");
+    if (o.has("store-key-file")) how.key_file = o.required("store-key-file");
     bool opened = false;
     try {
         return coord::with_store(

@@ -8,7 +8,12 @@
 //   coord_web --store S --listen 127.0.0.1:PORT --users FILE
 //             [--idle-timeout SECONDS] [--absolute-timeout SECONDS]
 //             [--client-timeout SECONDS]
+//             [--store-user NAME] [--store-password-file FILE]
+//             [--store-ca-file PEM] [--store-cert-file PEM] [--store-key-file PEM]
 //
+// The store's credentials and TLS files as coordctl takes them (the
+// password from a file of mode 600 or COORD_STORE_PASSWORD, never an
+// argument).
 // S: memory (this instance only), sqlite:PATH, postgres:CONNINFO or
 // redis://HOST:PORT[/DB] (the stores that keep sessions). FILE: demo users,
 // one "name password" a line (names: letters, digits, . _ -); the passwords
@@ -56,6 +61,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -427,6 +433,7 @@ bool same_origin(const http_request& req) {
 
 struct settings {
     std::string store, host, users;
+    coord::open_options open;  // the store's credentials and TLS files
     int port = 0;
     unsigned client_timeout_s = 10;
     coord::session_options timeouts;
@@ -448,7 +455,8 @@ settings parse(int argc, char** argv) {
         if (k.rfind("--", 0) != 0 || i + 1 >= argc) throw usage_error("bad argument '" + coord::detail::printable(k) + "'");
         const std::string name = k.substr(2);
         if (name != "store" && name != "listen" && name != "users" && name != "idle-timeout" && name != "absolute-timeout" &&
-            name != "client-timeout")
+            name != "client-timeout" && name != "store-user" && name != "store-password-file" && name != "store-ca-file" &&
+            name != "store-cert-file" && name != "store-key-file")
             throw usage_error("unknown option " + coord::detail::printable(k));
         if (!v.emplace(name, argv[i + 1]).second) throw usage_error("option given twice: " + k);
     }
@@ -456,6 +464,18 @@ settings parse(int argc, char** argv) {
         if (!v.count(need)) throw usage_error(std::string("missing option --") + need);
     s.store = v["store"];
     s.users = v["users"];
+    // The store's credentials as coordctl takes them: the password from a
+    // file of mode 600 or COORD_STORE_PASSWORD, never an argument.
+    if (v.count("store-user")) s.open.user = v["store-user"];
+    if (v.count("store-password-file")) {
+        if (auto why = coord::detail::read_secret_file(v["store-password-file"], s.open.password))
+            throw usage_error("--store-password-file " + *why);
+    } else if (const char* env = std::getenv("COORD_STORE_PASSWORD"); env && *env) {
+        s.open.password = env;
+    }
+    if (v.count("store-ca-file")) s.open.ca_file = v["store-ca-file"];
+    if (v.count("store-cert-file")) s.open.cert_file = v["store-cert-file"];
+    if (v.count("store-key-file")) s.open.key_file = v["store-key-file"];
     const auto& listen = v["listen"];
     const auto colon = listen.rfind(':');
     int port = 0;
@@ -621,13 +641,17 @@ int main(int argc, char** argv) {
             coord::memory_store store;
             return serve(store, cfg, users);
         }
-        return coord::with_store(cfg.store, [&](auto& store) { return serve(store, cfg, users); });
+        return coord::with_store(cfg.store, [&](auto& store) { return serve(store, cfg, users); }, cfg.open);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "coord_web: %s\n", e.what());
         return 2;
     } catch (const coord::bad_store_url& e) {
         std::fprintf(stderr, "coord_web: --store: %s (or memory)\n", e.what());
         return 2;
+    } catch (const coord::store_error& e) {
+        // Credentials or certificates the store refused: a configuration to fix.
+        std::fprintf(stderr, "coord_web: %s\n", e.what());
+        return e.code() == coord::condition::not_authorized ? 2 : 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "coord_web: %s\n", e.what());
         return 1;

@@ -6,6 +6,7 @@
 //   postgres:CONNINFO                           coord::postgres::store (libpq's conninfo)
 //   redis://HOST:PORT[/DB]                      coord::redis::store
 //   etcd://HOST:PORT[,HOST:PORT...]             coord::etcd::store
+//   etcds://HOST:PORT[,HOST:PORT...]            the same over TLS
 //   zookeeper://HOST:PORT[,HOST:PORT...][/ROOT] coord::zookeeper::store
 //
 // Options of the store after a '?' (open_store below lists them):
@@ -78,11 +79,19 @@ struct open_options {
     /// Credentials for the store (empty: none; the URL's own, or the
     /// engine's defaults such as libpq's passfile). PostgreSQL: the role and
     /// its password (what the conninfo says wins); Redis: AUTH's user and
-    /// password; ZooKeeper: the digest identity (both needed). Not taken by
-    /// file:, sqlite: and etcd:// (refused: bad_store_url). Never put in a
-    /// message.
+    /// password; ZooKeeper: the digest identity (both needed); etcd: its
+    /// authentication's user and password (both needed). Not taken by file:
+    /// and sqlite: (refused: bad_store_url). Never put in a message.
     std::string user{};
     std::string password{};
+    /// TLS files (empty: the URL's own, or none): the PEM file of the CAs
+    /// that sign the server's certificate, the client certificate and its
+    /// key. etcds:// (its options), postgres: (sslrootcert, then sslmode
+    /// verify-full; sslcert, sslkey: what the conninfo says wins). Refused
+    /// by the other stores (bad_store_url).
+    std::string ca_file{};
+    std::string cert_file{};
+    std::string key_file{};
 };
 
 /// The URL forms this program was built with, for messages and help.
@@ -98,7 +107,7 @@ inline std::string store_url_forms() {
     s += ", redis://HOST:PORT[/DB]";
 #endif
 #if defined(COORD_HAS_ETCD)
-    s += ", etcd://HOST:PORT[,HOST:PORT...]";
+    s += ", etcd[s]://HOST:PORT[,HOST:PORT...]";
 #endif
 #if defined(COORD_HAS_ZOOKEEPER)
     s += ", zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]";
@@ -206,6 +215,7 @@ inline std::optional<std::string> read_secret_file(const std::string& path, std:
 ///   sqlite:PATH?sync=full|normal|off
 ///   redis://...?prefix=P&pool=N        (N connections, 1 to 1024)
 ///   etcd://...?prefix=P&pool=N
+///   etcds://...?prefix=P&pool=N&ca_file=PATH&cert_file=PATH&key_file=PATH
 ///   zookeeper://...?session_timeout=MS&digest_file=PATH
 ///                                      (PATH: a file, mode 600, holding
 ///                                      USER:PASSWORD: ZooKeeper's digest)
@@ -228,8 +238,13 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         if (!o.user.empty() || !o.password.empty())
             throw malformed(std::string(engine) + " takes no user or password");
     };
+    [[maybe_unused]] auto no_tls_files = [&](const char* engine) {
+        if (!o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty())
+            throw malformed(std::string(engine) + " takes no TLS files");
+    };
     if constexpr (std::is_same_v<Store, file_store>) {
         no_credentials("a file store");
+        no_tls_files("a file store");
         form("file:", "file:PATH");
         file_store_options fo;
         if (timed) fo.lock_timeout = o.timeout;
@@ -246,6 +261,7 @@ Store open_store(std::string_view url, const open_options& o = {}) {
     else if constexpr (std::is_same_v<Store, sqlite::store>) {
         form("sqlite:", "sqlite:PATH");
         no_credentials("SQLite");
+        no_tls_files("SQLite");
         sqlite::options so;
         if (timed) so.busy_timeout = o.timeout;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
@@ -269,6 +285,9 @@ Store open_store(std::string_view url, const open_options& o = {}) {
         if (timed) po.operation_timeout = po.connect_timeout = o.timeout;
         po.user = o.user;
         po.password = o.password;
+        po.ca_file = o.ca_file;
+        po.cert_file = o.cert_file;
+        po.key_file = o.key_file;
         return postgres::store(conninfo, {}, po);
     }
 #endif
@@ -276,6 +295,7 @@ Store open_store(std::string_view url, const open_options& o = {}) {
     else if constexpr (std::is_same_v<Store, redis::store>) {
         form("redis://", "redis://HOST:PORT[/DB]");
         if (auto a = redis::parse_url(parts.store); !a) throw malformed(a.error());
+        no_tls_files("Redis (its TLS is not supported yet)");
         redis::options ro;
         if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
         ro.user = o.user;
@@ -292,18 +312,32 @@ Store open_store(std::string_view url, const open_options& o = {}) {
 #endif
 #if defined(COORD_HAS_ETCD)
     else if constexpr (std::is_same_v<Store, etcd::store>) {
-        form("etcd://", "etcd://HOST:PORT[,HOST:PORT...]");
+        const bool tls = u.rfind("etcds://", 0) == 0;
+        if (!tls) form("etcd://", "etcd://HOST:PORT[,HOST:PORT...] (etcds:// for TLS)");
         if (auto a = etcd::parse_url(parts.store); !a) throw malformed(a.error());
-        no_credentials("etcd (its authentication is not supported yet)");
         etcd::options eo;
         if (timed) eo.operation_timeout = eo.connect_timeout = o.timeout;
+        eo.ca_file = o.ca_file;
+        eo.cert_file = o.cert_file;
+        eo.key_file = o.key_file;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
             if (n == "prefix") eo.prefix = std::string(v);
-            else if (n != "pool") return detail::unknown_url_option(n, "prefix, pool");
+            else if (tls && (n == "ca_file" || n == "cert_file" || n == "key_file")) {
+                auto& f = n == "ca_file" ? eo.ca_file : n == "cert_file" ? eo.cert_file : eo.key_file;
+                if (!f.empty()) return std::string(n) + " given twice (in the URL and the options)";
+                f = std::string(v);
+            } else if (n != "pool") return detail::unknown_url_option(n, tls ? "prefix, pool, ca_file, cert_file, key_file" : "prefix, pool");
             else if (auto k = detail::url_number(v, 1, 1024)) eo.pool_size = *k;
             else return std::string("pool is 1 to 1024 connections");
             return std::nullopt;
         }, malformed);
+        if (!tls && (!eo.ca_file.empty() || !eo.cert_file.empty() || !eo.key_file.empty()))
+            throw malformed("TLS files are for an etcds:// URL");
+        if (eo.cert_file.empty() != eo.key_file.empty())
+            throw malformed("a client certificate and its key go together (cert_file, key_file)");
+        if (o.user.empty() != o.password.empty()) throw malformed("etcd's authentication needs both a user and a password");
+        eo.user = o.user;
+        eo.password = o.password;
         return etcd::store(parts.store, {}, eo);
     }
 #endif
@@ -311,6 +345,7 @@ Store open_store(std::string_view url, const open_options& o = {}) {
     else if constexpr (std::is_same_v<Store, zookeeper::store>) {
         form("zookeeper://", "zookeeper://HOST:PORT[,HOST:PORT...][/ROOT]");
         if (auto a = zookeeper::parse_url(parts.store); !a) throw malformed(a.error());
+        no_tls_files("ZooKeeper (Debian's C client has no TLS)");
         zookeeper::options zo;
         if (timed) zo.operation_timeout = zo.connect_timeout = o.timeout;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
@@ -366,7 +401,7 @@ decltype(auto) with_store(std::string_view url, F&& f, const open_options& o = {
     }
 #endif
 #if defined(COORD_HAS_ETCD)
-    if (u.rfind("etcd://", 0) == 0) {
+    if (u.rfind("etcd://", 0) == 0 || u.rfind("etcds://", 0) == 0) {
         auto store = open_store<etcd::store>(u, o);
         return std::forward<F>(f)(store);
     }

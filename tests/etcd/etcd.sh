@@ -6,12 +6,20 @@
 # runs `start` and `stop` as the fixtures of the tests that need them.
 #
 #   tests/etcd/etcd.sh install             # the server's packages when missing (as root), nothing started
-#   tests/etcd/etcd.sh start DIR PORT [N] [durable]
+#   tests/etcd/etcd.sh start DIR PORT [N] [durable|secure]
 #                                      # a fresh cluster of N members (1 or 3, default 1):
 #                                      # member i serves clients on PORT+2i, peers on PORT+2i+1;
-#                                      # durable: etcd's own fsync kept (the fault suite)
+#                                      # durable: etcd's own fsync kept (the fault suite);
+#                                      # secure: clients on https only, with a client
+#                                      # certificate the test CA signed (DIR/tls, made by
+#                                      # tests/tls.sh), and etcd's authentication on: users
+#                                      # root, coord (read and write on coord/...) and reader
+#                                      # (read only), their passwords in DIR/USER.password
+#                                      # (mode 600, on no command line)
 #   tests/etcd/etcd.sh stop DIR             # every member stopped, DIR removed
 #   tests/etcd/etcd.sh kill DIR I           # SIGKILL member I (0-based)
+#   tests/etcd/etcd.sh touch-password DIR USER  # secure: USER's password set again (the same):
+#                                      # etcd drops every token USER signed in with
 #   tests/etcd/etcd.sh restart DIR I        # start member I again on its data
 #   tests/etcd/etcd.sh pause DIR I          # SIGSTOP member I
 #   tests/etcd/etcd.sh resume DIR I         # SIGCONT member I
@@ -19,7 +27,7 @@
 #   tests/etcd/etcd.sh snapshot DIR FILE    # etcdctl snapshot save FILE (from member 0)
 #   tests/etcd/etcd.sh restore DIR FILE     # a one-member cluster stopped, its data replaced by
 #                                      # etcdctl snapshot restore FILE, started on the same endpoint
-#   tests/etcd/etcd.sh conninfo DIR PORT [N]  # etcd://127.0.0.1:PORT[,...]
+#   tests/etcd/etcd.sh conninfo DIR PORT [N] [secure]  # etcd://127.0.0.1:PORT[,...] (etcds:// when secure)
 #
 # No fsync (--unsafe-no-fsync) unless started durable: a SIGKILL loses
 # nothing the OS holds; the tests kill processes, not machines.
@@ -28,6 +36,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 # shellcheck source=tests/process.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
+# shellcheck source=tests/tls.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tls.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
@@ -55,15 +65,29 @@ cluster_spec() {
   for i in $(seq 0 $((n - 1))); do spec="${spec:+$spec,}m$i=http://127.0.0.1:$((base + 2 * i + 1))"; done
   echo "$spec"
 }
-healthy() { curl -fsS -m 2 "http://127.0.0.1:$(port_of "$1")/health" 2>/dev/null | grep -q '"health":"true"'; }
+secure() { [ "$(cat "$dir/mode" 2>/dev/null)" = secure ]; }
+scheme() { if secure; then echo https; else echo http; fi; }
+# curl to member I's client port (with the client certificate when secure).
+client_curl() {
+  local i=$1; shift
+  if secure; then
+    curl --cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key" "$@"
+  else
+    curl "$@"
+  fi
+}
+healthy() { client_curl "$1" -fsS -m 2 "$(scheme)://127.0.0.1:$(port_of "$1")/health" 2>/dev/null | grep -q '"health":"true"'; }
 
 member_start() {  # member_start I STATE(new|existing)
   local i=$1 state=$2 base; base=$(cat "$dir/port")
   local c=$((base + 2 * i)) p=$((base + 2 * i + 1)) m="$dir/m$i"
   mkdir -p "$m"
   case "$(uname -m)" in aarch64) export ETCD_UNSUPPORTED_ARCH=arm64 ;; esac
-  setsid etcd --name "m$i" --data-dir "$m/data" \
-    --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+  local tls=()
+  secure && tls=(--cert-file "$dir/tls/server.crt" --key-file "$dir/tls/server.key" --client-cert-auth
+                 --trusted-ca-file "$dir/tls/ca.crt")
+  setsid etcd --name "m$i" --data-dir "$m/data" "${tls[@]}" \
+    --listen-client-urls "$(scheme)://127.0.0.1:$c" --advertise-client-urls "$(scheme)://127.0.0.1:$c" \
     --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
     --initial-cluster "$(cluster_spec "$(members)" "$base")" --initial-cluster-state "$state" \
     --initial-cluster-token "coord-$base" $( [ "$(cat "$dir/mode" 2>/dev/null)" = durable ] || echo --unsafe-no-fsync) \
@@ -92,6 +116,49 @@ member_stop() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# secure: the users and roles, then authentication on. Each request's body
+# is a file of mode 600 (passwords on no command line).
+auth_call() {  # auth_call PATH JSON [HEADERS-FILE]: prints etcd's answer
+  local body="$dir/tls/request.json" out headers=()
+  [ -n "${3:-}" ] && headers=(-H "@$3")
+  (umask 077; printf '%s' "$2" > "$body")
+  out=$(client_curl 0 -sS -m 10 -X POST "${headers[@]}" --data-binary "@$body" "https://127.0.0.1:$(port_of 0)/v3/auth/$1") ||
+    { rm -f "$body"; log "auth $1 failed"; exit 1; }
+  rm -f "$body"
+  case "$out" in *'"error"'*) log "auth $1: $out"; exit 1 ;; esac
+  printf '%s' "$out"
+}
+b64() { printf '%s' "$1" | base64 -w0; }
+secure_auth() {
+  local u
+  for u in root coord reader; do (umask 077; openssl rand -hex 16 > "$dir/$u.password"); done
+  for u in root coord reader; do
+    auth_call user/add "{\"name\":\"$u\",\"password\":\"$(cat "$dir/$u.password")\"}" >/dev/null
+  done
+  auth_call user/grant "{\"user\":\"root\",\"role\":\"root\"}" >/dev/null
+  local range="\"key\":\"$(b64 coord/)\",\"range_end\":\"$(b64 coord0)\""
+  auth_call role/add '{"name":"coord_rw"}' >/dev/null
+  auth_call role/grant "{\"name\":\"coord_rw\",\"perm\":{\"permType\":\"READWRITE\",$range}}" >/dev/null
+  auth_call role/add '{"name":"coord_ro"}' >/dev/null
+  auth_call role/grant "{\"name\":\"coord_ro\",\"perm\":{\"permType\":\"READ\",$range}}" >/dev/null
+  auth_call user/grant '{"user":"coord","role":"coord_rw"}' >/dev/null
+  auth_call user/grant '{"user":"reader","role":"coord_ro"}' >/dev/null
+  auth_call enable '{}' >/dev/null
+}
+# secure: USER's password set again (the same one, as root): etcd drops
+# every token USER signed in with ("invalid auth token" from then on), as
+# after a password change in production.
+touch_password() {
+  local user="$1"
+  local headers="$dir/tls/headers" token
+  token=$(auth_call authenticate "{\"name\":\"root\",\"password\":\"$(cat "$dir/root.password")\"}" |
+    sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+  [ -n "$token" ] || { log "touch-auth: root could not sign in"; exit 1; }
+  (umask 077; printf 'Authorization: %s\n' "$token" > "$headers")
+  auth_call user/changepw "{\"name\":\"$user\",\"password\":\"$(cat "$dir/$user.password")\"}" "$headers" >/dev/null
+  rm -f "$headers"
+}
+
 case "$cmd" in
   start)
     base="${3:?PORT}"; n="${4:-1}"
@@ -100,8 +167,10 @@ case "$cmd" in
     if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do member_stop "$i" KILL; done; fi
     rm -rf "$dir"; mkdir -p "$dir"
     echo "$base" > "$dir/port"; echo "$n" > "$dir/members"; echo "${5:-fast}" > "$dir/mode"
+    secure && make_test_certs "$dir/tls"
     for i in $(seq 0 $((n - 1))); do member_start "$i" new; done
     wait_healthy $(seq 0 $((n - 1)))
+    if secure; then secure_auth; fi
     log "ready: $n member(s) from 127.0.0.1:$base (state in $dir)"
     ;;
   stop)
@@ -109,6 +178,7 @@ case "$cmd" in
     rm -rf "$dir"
     ;;
   kill) member_stop "${3:?I}" KILL ;;
+  touch-password) touch_password "${3:?USER}" ;;
   restart) member_start "${3:?I}" existing; wait_healthy "$3" ;;
   pause) kill -STOP "$(cat "$dir/m${3:?I}/pid")" ;;
   resume) kill -CONT "$(cat "$dir/m${3:?I}/pid")" ;;
@@ -140,7 +210,7 @@ case "$cmd" in
   conninfo)
     base="${3:?PORT}"; n="${4:-1}"; spec=""
     for i in $(seq 0 $((n - 1))); do spec="${spec:+$spec,}127.0.0.1:$((base + 2 * i))"; done
-    echo "etcd://$spec"
+    if [ "${5:-}" = secure ]; then echo "etcds://$spec"; else echo "etcd://$spec"; fi
     ;;
   *) echo "unknown command $cmd" >&2; exit 2 ;;
 esac

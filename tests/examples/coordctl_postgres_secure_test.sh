@@ -47,6 +47,13 @@ chmod 644 "$pw"
 expect 2 "" -- fence read --store "$bare" --store-user coord_app --store-password-file "$pw" --key "$run"
 grep -q "chmod 600" "$err" || fail "a password file other users can read: $(cat "$err")"
 rm -f "$pw"
+# The CA from --store-ca-file instead of the conninfo's sslrootcert (then
+# sslmode is verify-full): the server's certificate is checked against it.
+nocert="${conninfo/ sslmode=verify-full/}"; nocert="postgres:${nocert/ sslrootcert=$dir\/tls\/ca.crt/}"
+expect 0 "fence=9 value=w" -- fence read --store "$nocert" --store-ca-file "$dir/tls/ca.crt" --key "$run"
+expect 2 "" -- fence read --store "$nocert" --store-ca-file "$dir/tls/other-ca.crt" --key "$run"
+grep -q "certificate verify failed" "$err" || fail "--store-ca-file of another CA: $(cat "$err")"
 expect 2 "" -- fence read --store "sqlite:/tmp/none-$run.db" --store-user x --key k   # SQLite takes no credentials
+expect 2 "" -- fence read --store "sqlite:/tmp/none-$run.db" --store-ca-file "$dir/tls/ca.crt" --key k   # nor TLS files
 echo "coordctl postgres secure: $failures failure(s)"
 [ "$failures" = 0 ]

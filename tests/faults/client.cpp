@@ -12,6 +12,9 @@
 //                            [--index I] [--slots-at UNIX_MS] [--slots N] [--start NS] [--holder FILE]
 //   coord_fault_client final --store S --workload W --proc P --history FILE [...]
 //   coord_fault_client setup --store S          (the ledger's effect table, before the clients)
+//   With a secured store: [--store-user NAME] [--store-password-file FILE]
+//   (or COORD_STORE_PASSWORD) [--store-ca-file PEM] [--store-cert-file PEM]
+//   [--store-key-file PEM], as coordctl takes them.
 //
 // Workloads:
 //   register   take the lease "faults.register" (TTL 2 s); with the token, write
@@ -46,6 +49,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -472,9 +476,17 @@ int main(int argc, char** argv) {
             std::printf("%lld\n", static_cast<long long>(mono_ns()));
             return 0;
         }
+        coord::open_options open{.timeout = std::chrono::milliseconds{2000}};
         for (int i = 2; i + 1 < argc; i += 2) {
             const std::string k = argv[i], v = argv[i + 1];
             if (k == "--store") a.store = v;
+            else if (k == "--store-user") open.user = v;
+            else if (k == "--store-password-file") {
+                if (auto why = coord::detail::read_secret_file(v, open.password))
+                    throw std::invalid_argument("--store-password-file " + *why);
+            } else if (k == "--store-ca-file") open.ca_file = v;
+            else if (k == "--store-cert-file") open.cert_file = v;
+            else if (k == "--store-key-file") open.key_file = v;
             else if (k == "--workload") a.workload = v;
             else if (k == "--proc") a.proc = v;
             else if (k == "--history") a.history = v;
@@ -491,8 +503,8 @@ int main(int argc, char** argv) {
         if (a.cmd != "setup" && (a.history.empty() || a.proc.empty() || a.workload.empty()))
             throw std::invalid_argument("--workload, --proc and --history are required");
         if (a.slots == 0 || a.slots > 100000) throw std::invalid_argument("--slots must be 1..100000");
-        return coord::with_store(a.store, [&](auto& store) { return run(store, a); },
-                                 coord::open_options{.timeout = std::chrono::milliseconds{2000}});
+        if (const char* env = std::getenv("COORD_STORE_PASSWORD"); env && *env && open.password.empty()) open.password = env;
+        return coord::with_store(a.store, [&](auto& store) { return run(store, a); }, open);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "coord_fault_client: %s\n", e.what());
         return 1;

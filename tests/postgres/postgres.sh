@@ -34,6 +34,8 @@
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
+# shellcheck source=tests/tls.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tls.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
@@ -71,21 +73,11 @@ settings() {
   fi
 }
 
-# secure: the throwaway certificates (P-256 keys: quick to make) and pg_hba.conf.
+# secure: the throwaway certificates (tests/tls.sh), readable by the server.
 make_tls() {
-  command -v openssl >/dev/null || apt_install openssl
-  local t="$dir/tls"
-  mkdir -p "$t"
-  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-  openssl req -x509 "${key[@]}" -days 2 -subj "/CN=coord test CA" -keyout "$t/ca.key" -out "$t/ca.crt" 2>/dev/null
-  openssl req -x509 "${key[@]}" -days 2 -subj "/CN=another CA" -keyout "$t/other-ca.key" -out "$t/other-ca.crt" 2>/dev/null
-  openssl req "${key[@]}" -subj "/CN=localhost" -keyout "$t/server.key" -out "$t/server.csr" 2>/dev/null
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$t/ext"
-  openssl x509 -req -in "$t/server.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial -days 2 \
-    -extfile "$t/ext" -out "$t/server.crt" 2>/dev/null
-  chmod 600 "$t/server.key" "$t/ca.key" "$t/other-ca.key"
-  [ "$(id -u)" = 0 ] && chown -R postgres:postgres "$t"
-  chmod 644 "$t/ca.crt" "$t/other-ca.crt"
+  make_test_certs "$dir/tls"
+  [ "$(id -u)" = 0 ] && chown -R postgres:postgres "$dir/tls"
+  return 0
 }
 secure_hba() {
   cat > "$dir/data/pg_hba.conf" <<HBA

@@ -13,6 +13,17 @@
 // libcurl's own timeouts bound each request (CURLOPT_TIMEOUT_MS, the time left
 // of the call's deadline), so a paused or partitioned member gives an answer
 // in bounded time.
+//
+// Secured clusters: etcds:// endpoints are https (libcurl's TLS: the server's
+// certificate checked against options::ca_file or the system's CAs, its name
+// against the endpoint's host; a client certificate when etcd asks for one,
+// --client-cert-auth), and options::user/password sign in to etcd's
+// authentication (/v3/auth/authenticate): its token goes with every request,
+// and a token etcd no longer takes (expired, or the auth store changed) is
+// replaced once per call before the request is sent again (etcd refused it
+// unapplied). Credentials and TLS that etcd refuses are errc::not_authorized
+// and errc::tls_failed (condition not_authorized: a configuration to fix,
+// never "retry later"); the password is never in a message.
 #pragma once
 
 // Marks that a store header is in (tests/layering_test.cpp checks that no
@@ -69,10 +80,20 @@ enum class errc {
     deadline_passed,
     /// The same compare-and-swap lost to other writers too many times in a row.
     contention,
+    /// etcd refused the credentials (a wrong user or password, none given
+    /// while its authentication is on) or the user's rights (permission
+    /// denied on coord's keys). Nothing was applied.
+    not_authorized,
+    /// The TLS handshake failed: the server's certificate is not trusted
+    /// (options::ca_file) or not for that host, etcd wants a client
+    /// certificate (options::cert_file, key_file) or refused it, a file
+    /// cannot be read, or the endpoint speaks plain http (etcd://) or https
+    /// (etcds://) where the URL says otherwise. Nothing was sent.
+    tls_failed,
 };
 
 inline const std::error_category& category() noexcept {
-    static const coord::detail::engine_category<errc, 6> instance(
+    static const coord::detail::engine_category<errc, 8> instance(
         "coord.etcd", "etcd",
         {{
              {errc::connection_failed, coord::condition::unavailable, "no etcd endpoint could be reached"},
@@ -81,6 +102,8 @@ inline const std::error_category& category() noexcept {
              {errc::bad_answer, coord::condition::outcome_unknown, "unexpected answer from etcd"},
              {errc::deadline_passed, coord::condition::unavailable, "no answer from etcd within the operation timeout"},
              {errc::contention, coord::condition::unavailable, "an etcd compare-and-swap kept losing to other writers"},
+             {errc::not_authorized, coord::condition::not_authorized, "etcd refused these credentials or their rights"},
+             {errc::tls_failed, coord::condition::not_authorized, "the TLS handshake with etcd failed"},
         }});
     return instance;
 }
@@ -93,19 +116,21 @@ struct std::is_error_code_enum<coord::etcd::errc> : std::true_type {};
 
 namespace coord::etcd {
 
-/// Parses etcd://HOST:PORT[,HOST:PORT...] into http://HOST:PORT base URLs.
-/// The error says what is wrong.
+/// Parses etcd://HOST:PORT[,HOST:PORT...] into http://HOST:PORT base URLs,
+/// and etcds://... (TLS) into https://HOST:PORT ones. The error says what
+/// is wrong.
 inline result<std::vector<std::string>, std::string> parse_url(std::string_view url) {
-    constexpr std::string_view scheme = "etcd://";
-    if (url.substr(0, scheme.size()) != scheme) return unexpected(std::string("an etcd URL starts with etcd://"));
-    std::string_view rest = url.substr(scheme.size());
+    const bool tls = url.substr(0, 8) == "etcds://";
+    if (!tls && url.substr(0, 7) != "etcd://")
+        return unexpected(std::string("an etcd URL starts with etcd:// (or etcds:// for TLS)"));
+    std::string_view rest = url.substr(tls ? 8 : 7);
     std::vector<std::string> out;
     while (true) {
         const auto comma = rest.find(',');
         const std::string_view one = rest.substr(0, comma);
         auto hp = coord::detail::parse_host_port(one, "endpoint");
         if (!hp) return unexpected(hp.error());
-        out.push_back("http://" + hp->host + ":" + std::to_string(hp->port));
+        out.push_back((tls ? "https://" : "http://") + hp->host + ":" + std::to_string(hp->port));
         if (comma == std::string_view::npos) break;
         rest = rest.substr(comma + 1);
     }
@@ -131,6 +156,17 @@ struct options {
     /// refused before it is sent (coord::errc::value_too_large, condition
     /// bad_input). Raise it with the server's limit.
     std::size_t max_request_bytes = 1536 * 1024;
+    /// TLS (etcds:// URLs only): the PEM file of the CAs that sign the
+    /// server's certificate (empty: the system's); the client certificate
+    /// and its unencrypted private key (PEM) for a cluster started with
+    /// --client-cert-auth (both or neither).
+    std::string ca_file{};
+    std::string cert_file{};
+    std::string key_file{};
+    /// etcd's authentication: the user and password signed in with (both
+    /// or neither; empty: none). The password is never in a message.
+    std::string user{};
+    std::string password{};
 };
 
 /// The clock policy that means "etcd's clock": every expiry is judged by
@@ -253,7 +289,7 @@ public:
         if (h_) curl_easy_cleanup(h_);
     }
 
-    enum class outcome { answered, not_sent, lost, timed_out };
+    enum class outcome { answered, not_sent, lost, timed_out, refused };
     struct response {
         outcome how = outcome::answered;
         long status = 0;
@@ -261,16 +297,18 @@ public:
         std::string why;  // libcurl's words when not answered
     };
 
-    /// POSTs `body` to base + path within `timeout` (connecting within `connect_timeout`).
-    response post(const std::string& base, const char* path, const std::string& body, std::chrono::milliseconds timeout,
-                  std::chrono::milliseconds connect_timeout) {
+    /// POSTs `body` to base + path within `timeout` (connecting within
+    /// `connect_timeout`), with `token` (etcd's auth token; empty: none).
+    /// `refused` when the TLS handshake failed (nothing was sent).
+    response post(const options& o, const std::string& token, const std::string& base, const char* path,
+                  const std::string& body, std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout) {
         response out;
         if (!h_) {
             out.how = outcome::not_sent;
             out.why = "out of memory";
             return out;
         }
-        prepare(base + path, body, timeout, connect_timeout, &connection::collect, out.body);
+        prepare(o, token, base + path, body, timeout, connect_timeout, &connection::collect, out.body);
         char words[CURL_ERROR_SIZE] = {0};
         curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, words);
         const CURLcode rc = curl_easy_perform(h_);
@@ -280,9 +318,29 @@ public:
             return out;
         }
         out.why = words[0] ? words : curl_easy_strerror(rc);
-        long connected = 0;
+        if (tls_refused(rc, out.why)) {
+            out.how = outcome::refused;
+            return out;
+        }
+        long connected = 0, connects = 0;
         curl_easy_getinfo(h_, CURLINFO_CONNECT_TIME_T, &connected);
-        const bool reached = rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST &&
+        curl_easy_getinfo(h_, CURLINFO_NUM_CONNECTS, &connects);
+        const bool tls = base.rfind("https://", 0) == 0;
+        if (tls && connects > 0 &&
+            (rc == CURLE_SEND_ERROR || (rc == CURLE_COULDNT_CONNECT && out.why.find("getpeername") != std::string::npos))) {
+            // A new TLS connection the server closed as the handshake ended
+            // (libcurl sends only after it), before the request went out:
+            // under TLS 1.3 that is how a server that wants a client
+            // certificate its CA signed says no.
+            out.how = outcome::refused;
+            out.why += " (etcd closed the new connection as the TLS handshake ended: it wants a client certificate its "
+                       "CA signed: options::cert_file, key_file)";
+            return out;
+        }
+        if (!tls && connects > 0 && rc == CURLE_GOT_NOTHING)
+            out.why += " (an endpoint that speaks TLS answers plain http so: then use etcds://)";
+        // A request that could not be sent was not applied.
+        const bool reached = rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST && rc != CURLE_SEND_ERROR &&
                              !(rc == CURLE_OPERATION_TIMEDOUT && connected == 0);
         out.how = !reached ? outcome::not_sent : rc == CURLE_OPERATION_TIMEDOUT ? outcome::timed_out : outcome::lost;
         return out;
@@ -292,15 +350,16 @@ public:
     /// until a message with events (or the watch's cancellation) arrives:
     /// then `answered`, with the messages in body. `timed_out` when `until`
     /// came first (the usual end of a watch that saw nothing).
-    response watch(const std::string& base, const char* path, const std::string& body,
-                   std::chrono::steady_clock::time_point until, std::chrono::milliseconds connect_timeout) {
+    response watch(const options& o, const std::string& token, const std::string& base, const char* path,
+                   const std::string& body, std::chrono::steady_clock::time_point until,
+                   std::chrono::milliseconds connect_timeout) {
         response out;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
         if (!h_ || left.count() <= 0) {
             out.how = h_ ? outcome::timed_out : outcome::not_sent;
             return out;
         }
-        prepare(base + path, body, left, connect_timeout, &connection::until_event, out.body);
+        prepare(o, token, base + path, body, left, connect_timeout, &connection::until_event, out.body);
         const CURLcode rc = curl_easy_perform(h_);
         if (rc == CURLE_WRITE_ERROR || rc == CURLE_OK) return out;  // stopped at the event (or the stream ended)
         out.why = curl_easy_strerror(rc);
@@ -309,10 +368,51 @@ public:
     }
 
 private:
+    // A handshake that failed on certificates, keys or protocol: a
+    // configuration to fix, nothing sent. (TLS 1.3 reports a client
+    // certificate etcd wants or refuses as an alert read after the
+    // handshake, before the server read the request.)
+    static bool tls_refused(CURLcode rc, std::string_view words) {
+        switch (rc) {
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_CRL_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS: return true;
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_SEND_ERROR:
+            for (std::string_view w : {"alert", "certificate", "wrong version number", "unknown ca", "verify failed"})
+                if (words.find(w) != std::string_view::npos) return true;
+            return false;
+        default: return false;
+        }
+    }
+
     // A POST of `body` (which must outlive the transfer) to `url`, its answer
     // handed to `write` with `out`.
-    void prepare(const std::string& url, const std::string& body, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds connect_timeout, curl_write_callback write, std::string& out) {
+    void prepare(const options& o, const std::string& token, const std::string& url, const std::string& body,
+                 std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout, curl_write_callback write,
+                 std::string& out) {
+        if (!configured_) {  // the same for every request of the store: set once (libcurl copies the strings)
+            configured_ = true;
+            // HTTP/1.1 over TLS too (libcurl would offer HTTP/2): one request
+            // at a time per connection, as over http.
+            curl_easy_setopt(h_, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+            curl_easy_setopt(h_, CURLOPT_SSL_VERIFYPEER, 1L);
+            curl_easy_setopt(h_, CURLOPT_SSL_VERIFYHOST, 2L);
+            if (!o.ca_file.empty()) curl_easy_setopt(h_, CURLOPT_CAINFO, o.ca_file.c_str());
+            if (!o.cert_file.empty()) curl_easy_setopt(h_, CURLOPT_SSLCERT, o.cert_file.c_str());
+            if (!o.key_file.empty()) curl_easy_setopt(h_, CURLOPT_SSLKEY, o.key_file.c_str());
+        }
+        if (token != token_) {
+            token_ = token;
+            headers_.reset(curl_slist_append(nullptr, "Content-Type: application/json"));
+            if (!token_.empty()) headers_.reset(curl_slist_append(headers_.release(), ("Authorization: " + token_).c_str()));
+        }
         curl_easy_setopt(h_, CURLOPT_URL, url.c_str());  // libcurl copies it
         curl_easy_setopt(h_, CURLOPT_POST, 1L);
         curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.data());
@@ -323,7 +423,7 @@ private:
         curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(1, timeout.count())));
         curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS,
                          static_cast<long>(std::max<std::int64_t>(1, std::min(timeout, connect_timeout).count())));
-        curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers());
+        curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers_.get());
         curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, write);
         curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out);
     }
@@ -340,12 +440,14 @@ private:
         static_cast<std::string*>(out)->append(p, size * n);
         return size * n;
     }
-    static curl_slist* headers() {
-        static curl_slist* h = curl_slist_append(nullptr, "Content-Type: application/json");
-        return h;
-    }
+    struct free_headers {
+        void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
+    };
 
     CURL* h_;
+    bool configured_ = false;
+    std::string token_ = "-";  // the token headers_ carries ("-": none made yet)
+    std::unique_ptr<curl_slist, free_headers> headers_;
 };
 
 }  // namespace detail
@@ -370,6 +472,15 @@ public:
             throw std::invalid_argument("coord::etcd::options::prefix must be 1 to 64 characters without NUL");
         if (opts_.max_request_bytes < 4096 || opts_.max_request_bytes > 64u * 1024 * 1024)
             throw std::invalid_argument("coord::etcd::options::max_request_bytes must be 4 KiB to 64 MiB");
+        const bool tls = endpoints_.front().rfind("https://", 0) == 0;
+        if (!tls && !(opts_.ca_file.empty() && opts_.cert_file.empty() && opts_.key_file.empty()))
+            throw std::invalid_argument("coord::etcd::options::ca_file, cert_file and key_file are for TLS: an etcds:// URL");
+        if (opts_.cert_file.empty() != opts_.key_file.empty())
+            throw std::invalid_argument("coord::etcd::options::cert_file and key_file go together (a client certificate and its key)");
+        if (opts_.user.empty() != opts_.password.empty())
+            throw std::invalid_argument("coord::etcd::options::user and password go together");
+        if (opts_.user.size() > 1024 || opts_.password.size() > 1024)
+            throw std::invalid_argument("coord::etcd::options::user and password must be at most 1024 bytes");
     }
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
@@ -383,6 +494,85 @@ public:
     /// answer is then outcome_unknown). Endpoints that cannot be reached or
     /// have no leader are skipped for the next, within the deadline.
     result<std::string> request(const char* path, const std::string& body, bool writes) {
+        if (opts_.user.empty()) return send(path, body, writes, {}, nullptr);
+        // Signed in: the token (signing in first when there is none), and a
+        // token etcd refused (unapplied) replaced once.
+        auto token = current_token();
+        if (!token) return unexpected(token.error());
+        bool stale = false;
+        auto r = send(path, body, writes, *token, &stale);
+        if (!stale) return r;
+        token = sign_in(*token);
+        if (!token) return unexpected(token.error());
+        return send(path, body, writes, *token, nullptr);
+    }
+
+    /// How a watch ended.
+    enum class watched { event, until, other };
+    /// Watches `key` (the keys in [key, end) when `end` is given) from
+    /// `revision` on connection `c` (one of the caller's own: a watch holds
+    /// it until an event or `until`): `event` when a change came (only a
+    /// deletion with `deletions_only`: etcd leaves puts out), `until` when the
+    /// time ran out, `other` when the watch ended otherwise (canceled, as for
+    /// a compacted revision; no member answered).
+    watched watch(detail::connection& c, const std::string& key, std::int64_t revision,
+                  std::chrono::steady_clock::time_point until, const std::string& end = {}, bool deletions_only = false) {
+        const std::size_t at = preferred_.load(std::memory_order_relaxed) % endpoints_.size();
+        std::string body = R"({"create_request":{"key":")" + detail::b64(key) + R"(","start_revision":)" + std::to_string(revision);
+        if (!end.empty()) body += R"(,"range_end":")" + detail::b64(end) + "\"";
+        if (deletions_only) body += R"(,"filters":["NOPUT"])";
+        body += "}}";
+        std::string token;
+        if (!opts_.user.empty()) {
+            std::lock_guard lk(auth_mutex_);
+            token = token_;
+        }
+        auto r = c.watch(opts_, token, endpoints_[at], "/v3/watch", body, until, opts_.connect_timeout);
+        if (r.how == detail::connection::outcome::timed_out) return watched::until;
+        if (r.how == detail::connection::outcome::answered && r.body.find("\"events\"") != std::string::npos) return watched::event;
+        return watched::other;
+    }
+
+private:
+    // The token to send: the one etcd gave, or a new one (signing in).
+    result<std::string> current_token() {
+        {
+            std::lock_guard lk(auth_mutex_);
+            if (!token_.empty() || auth_off_) return token_;
+        }
+        return sign_in({});
+    }
+
+    // Signs in (/v3/auth/authenticate) unless another call replaced `refused`
+    // meanwhile; the token etcd gave. Authentication that is not enabled is
+    // no error (as etcd's own client: requests go without a token). Its
+    // errors say the request was not sent (never outcome_unknown).
+    result<std::string> sign_in(const std::string& refused) {
+        std::lock_guard lk(auth_mutex_);
+        if (token_ != refused) return token_;
+        auth_off_ = false;
+        const std::string body = R"({"name":)" + detail::json_string(opts_.user) + R"(,"password":)" +
+                                 detail::json_string(opts_.password) + "}";
+        auto r = send("/v3/auth/authenticate", body, false, {}, nullptr);
+        if (!r) {
+            if (r.error().detail().find("authentication is not enabled") != std::string::npos) {
+                auth_off_ = true;
+                token_.clear();
+                return token_;
+            }
+            return unexpected(r.error());
+        }
+        auto t = detail::member(*r, "token");
+        if (!t || t->type != coord::detail::json::kind::string || t->body().empty())
+            return unexpected(coord::error(make_error_code(errc::bad_answer), "etcd's answer to signing in has no token"));
+        token_ = coord::detail::json::unescape(*t);
+        return token_;
+    }
+
+    // One request with `token`: the answer's body when etcd answered 200,
+    // else the error; *stale set (when given) when etcd refused the token
+    // itself (expired, or its auth store changed: nothing applied).
+    result<std::string> send(const char* path, const std::string& body, bool writes, const std::string& token, bool* stale) {
         if (body.size() > opts_.max_request_bytes)
             return unexpected(coord::error(make_error_code(coord::errc::value_too_large),
                                            "the request is " + std::to_string(body.size()) +
@@ -406,8 +596,10 @@ public:
             const std::size_t at = (first + i) % n;
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - coord::detail::deadline_clock::now());
             if (left.count() <= 0) break;
-            auto r = c->post(endpoints_[at], path, body, left, opts_.connect_timeout);
+            auto r = c->post(opts_, token, endpoints_[at], path, body, left, opts_.connect_timeout);
             const std::string where = endpoints_[at];
+            if (r.how == detail::connection::outcome::refused)
+                return unexpected(coord::error(make_error_code(errc::tls_failed), where + ": " + r.why));
             if (r.how == detail::connection::outcome::not_sent) {
                 last = coord::error(make_error_code(errc::connection_failed), where + ": " + r.why);
                 continue;
@@ -428,6 +620,26 @@ public:
             const auto message = detail::member(r.body, "error");
             const std::string words = where + ": " + (message ? coord::detail::json::unescape(*message) : r.body);
             const std::string_view text = words;
+            if (stale && (text.find("invalid auth token") != std::string_view::npos ||
+                          text.find("revision of auth store is old") != std::string_view::npos ||
+                          text.find("user name is empty") != std::string_view::npos)) {
+                *stale = true;  // refused before anything applied: signed in again by request()
+                return unexpected(coord::error(make_error_code(errc::not_authorized), words));
+            }
+            if (text.find("authentication failed") != std::string_view::npos ||
+                text.find("permission denied") != std::string_view::npos ||
+                text.find("user name is empty") != std::string_view::npos ||
+                text.find("invalid auth token") != std::string_view::npos)
+                return unexpected(coord::error(make_error_code(errc::not_authorized), words));
+            if (r.status == 400 && text.find("HTTPS server") != std::string_view::npos)  // http:// to a TLS port
+                return unexpected(coord::error(make_error_code(errc::tls_failed),
+                                               where + ": the endpoint speaks TLS: use an etcds:// URL"));
+            if (text.find("CommonName of client") != std::string_view::npos)
+                return unexpected(coord::error(
+                    make_error_code(errc::tls_failed),
+                    where + ": etcd's JSON gateway refuses a client certificate with a common name (etcd takes a CN "
+                            "as a user name, which its gateway cannot pass on): give coord a certificate without "
+                            "one, and sign in with options::user and password"));
             if (text.find("no leader") != std::string_view::npos || text.find("not capable") != std::string_view::npos ||
                 text.find("server stopped") != std::string_view::npos) {
                 last = coord::error(make_error_code(errc::no_leader), words);  // refused before proposing: try another member
@@ -452,33 +664,14 @@ public:
         return unexpected(last);
     }
 
-    /// How a watch ended.
-    enum class watched { event, until, other };
-    /// Watches `key` (the keys in [key, end) when `end` is given) from
-    /// `revision` on connection `c` (one of the caller's own: a watch holds
-    /// it until an event or `until`): `event` when a change came (only a
-    /// deletion with `deletions_only`: etcd leaves puts out), `until` when the
-    /// time ran out, `other` when the watch ended otherwise (canceled, as for
-    /// a compacted revision; no member answered).
-    watched watch(detail::connection& c, const std::string& key, std::int64_t revision,
-                  std::chrono::steady_clock::time_point until, const std::string& end = {}, bool deletions_only = false) {
-        const std::size_t at = preferred_.load(std::memory_order_relaxed) % endpoints_.size();
-        std::string body = R"({"create_request":{"key":")" + detail::b64(key) + R"(","start_revision":)" + std::to_string(revision);
-        if (!end.empty()) body += R"(,"range_end":")" + detail::b64(end) + "\"";
-        if (deletions_only) body += R"(,"filters":["NOPUT"])";
-        body += "}}";
-        auto r = c.watch(endpoints_[at], "/v3/watch", body, until, opts_.connect_timeout);
-        if (r.how == detail::connection::outcome::timed_out) return watched::until;
-        if (r.how == detail::connection::outcome::answered && r.body.find("\"events\"") != std::string::npos) return watched::event;
-        return watched::other;
-    }
-
-private:
     std::string url_;
     options opts_;
     std::vector<std::string> endpoints_;
     coord::detail::connection_pool<detail::connection> slots_;
     std::atomic<std::size_t> preferred_{0};
+    std::mutex auth_mutex_;  // one sign-in at a time; guards token_ and auth_off_
+    std::string token_;      // etcd's auth token, once signed in
+    bool auth_off_ = false;  // etcd said its authentication is not enabled
 };
 
 }  // namespace coord::etcd

@@ -183,6 +183,13 @@ struct options {
     /// libpq's defaults: PGUSER, the passfile). Never put in a message.
     std::string user{};
     std::string password{};
+    /// TLS files, when the conninfo does not say: the CAs that sign the
+    /// server's certificate (sslrootcert; given, sslmode is verify-full
+    /// unless the conninfo says otherwise), the client certificate and its
+    /// key (sslcert, sslkey).
+    std::string ca_file{};
+    std::string cert_file{};
+    std::string key_file{};
 };
 
 /// The clock policy that means "the server's clock": every expiry is judged
@@ -366,6 +373,12 @@ public:
         std::vector<const char*> values = {"1", idle.c_str(), interval.c_str(), "3", user_timeout.c_str()};
         if (!o.user.empty()) keys.push_back("user"), values.push_back(o.user.c_str());
         if (!o.password.empty()) keys.push_back("password"), values.push_back(o.password.c_str());
+        if (!o.ca_file.empty()) {
+            keys.push_back("sslrootcert"), values.push_back(o.ca_file.c_str());
+            keys.push_back("sslmode"), values.push_back("verify-full");
+        }
+        if (!o.cert_file.empty()) keys.push_back("sslcert"), values.push_back(o.cert_file.c_str());
+        if (!o.key_file.empty()) keys.push_back("sslkey"), values.push_back(o.key_file.c_str());
         keys.push_back("dbname"), values.push_back(conninfo.c_str());
         keys.push_back(nullptr), values.push_back(nullptr);
         conn_ = PQconnectStartParams(keys.data(), values.data(), 1);
