@@ -13,14 +13,24 @@
 //   BM_Floor_EtcdKeepalive        one bare keepalive of a lease (POST /v3/lease/keepalive):
 //                                 what an acquire adds when its spare must be renewed
 //   BM_Segment_Next/<store>       IDs from a generator on the memory and the etcd allocator
-// The member comes from COORD_ETCD_URL (etcd://HOST:PORT; .ci/run starts one
-// with tests/etcd/etcd.sh); without it the binary fails.
+// Over TLS, on a member that wants a client certificate and has its
+// authentication on (every request carries the token):
+//   BM_Floor_EtcdTxnTls           the bare transaction over https, signed in: the TLS floor
+//   BM_Etcd_FenceWriteTls         one fenced write over https (x_floor against the TLS floor:
+//                                 what coord adds; against BM_Floor_EtcdTxn: what TLS adds)
+//   BM_Etcd_NewConnectionTls      the bare transaction on a new pool each time: the TCP and TLS
+//                                 handshakes and the sign-in a pooled connection pays once
+// The members come from COORD_ETCD_URL (etcd://HOST:PORT) and
+// COORD_ETCD_TLS_URL (etcds://HOST:PORT) with COORD_ETCD_TLS_DIR (the secure
+// member's directory: its CA, client certificate and coord's password);
+// .ci/run starts both with tests/etcd/etcd.sh. Without them the binary fails.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "coord/open.hpp"
@@ -115,10 +125,69 @@ BENCHMARK(BM_Etcd_ElectionHandover)->UseManualTime()->Iterations(3);
 void BM_Etcd_ObserveWake(benchmark::State& state) { coord::bench::observe_wake(state, single(), "bench-observe-"); }
 BENCHMARK(BM_Etcd_ObserveWake)->UseManualTime()->Iterations(30);
 
+// --- over TLS -------------------------------------------------------------
+
+std::string tls_url() {
+    static const std::string u = coord::bench::required_env("COORD_ETCD_TLS_URL", "etcds://HOST:PORT; tests/etcd/etcd.sh start DIR PORT 1 secure");
+    return u;
+}
+coord::etcd::options tls_opts() {
+    static const std::string dir = coord::bench::required_env("COORD_ETCD_TLS_DIR", "the secure member's directory");
+    coord::etcd::options o = opts();
+    o.prefix = "coord/" + prefix();  // where the user coord may write
+    o.ca_file = dir + "/tls/ca.crt";
+    o.cert_file = dir + "/tls/client.crt";
+    o.key_file = dir + "/tls/client.key";
+    o.user = "coord";
+    std::ifstream in(dir + "/coord.password");
+    std::getline(in, o.password);
+    return o;
+}
+coord::etcd::store& tls_single() {
+    static coord::etcd::store s(tls_url(), {}, tls_opts());
+    static const bool initialized = s.initialize(coord::etcd::initial_floors{}, true).has_value();
+    (void)initialized;
+    return s;
+}
+void tls_floor_txn() {
+    static coord::etcd::pool p{tls_url(), tls_opts()};
+    static std::uint64_t i = 0;
+    static const std::string key = tls_opts().prefix + "/floor";
+    const std::string body = coord::etcd::detail::txn_body({}, {coord::etcd::detail::put(key, std::to_string(++i))}, {});
+    auto r = p.request("/v3/kv/txn", body, true);
+    if (!r) fail("txn over TLS", r.error());
+    benchmark::DoNotOptimize(r);
+}
+
+void BM_Floor_EtcdTxnTls(benchmark::State& state) {
+    for (auto _ : state) tls_floor_txn();
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_EtcdTxnTls)->UseRealTime();
+
+void BM_Etcd_FenceWriteTls(benchmark::State& state) {
+    coord::bench::fence_write_loop(state, tls_single(), "bench-fence", tls_floor_txn);
+}
+BENCHMARK(BM_Etcd_FenceWriteTls)->UseManualTime();
+
+void BM_Etcd_NewConnectionTls(benchmark::State& state) {
+    const auto o = tls_opts();
+    const std::string body = coord::etcd::detail::txn_body({}, {coord::etcd::detail::put(o.prefix + "/floor", "new")}, {});
+    for (auto _ : state) {
+        coord::etcd::pool p{tls_url(), o};
+        auto r = p.request("/v3/kv/txn", body, true);
+        if (!r) fail("txn on a new connection", r.error());
+        benchmark::DoNotOptimize(r);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Etcd_NewConnectionTls)->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {
     (void)url();  // fails without COORD_ETCD_URL
+    (void)tls_url();  // and without COORD_ETCD_TLS_URL
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();
