@@ -89,21 +89,23 @@ job="cap$id"
 sleep 8
 cat > "$work/busy.sh" <<'EOF'
 #!/usr/bin/env bash
-# Counts the jobs running at once (under a lock), keeps the highest seen.
-count() {
-  exec 9>> "$1.lock"; flock 9
-  n=$(( $(cat "$1" 2>/dev/null || echo 0) + $2 )); echo "$n" > "$1"
-  [ "$n" -gt "$(cat "$1.max" 2>/dev/null || echo 0)" ] && echo "$n" > "$1.max"
-  flock -u 9
-}
-count "$1" 1
-# A run the runner stops (its claim lost on a loaded machine: SIGTERM to the
-# job's group) leaves the count too, before it exits: the runner counts it
-# running until then.
-trap 'count "$1" -1; exit 143' TERM
+# Counts the jobs running at once: each run leaves its PID in DIR, counts
+# the PIDs there still alive (itself among them) under a lock, and keeps the
+# highest count seen. A run the runner stopped (SIGTERM to its group, its
+# claim lost on a loaded machine) may die at any instant, its file left
+# behind: its PID is no longer alive, so it is no longer counted (a counter
+# it had to decrease itself stayed too high when the signal came before
+# its trap was set: CI saw 3).
+dir="$1"
+mkdir -p "$dir"
+: > "$dir/$$"
+exec 9>> "$dir.lock"; flock 9
+n=0
+for f in "$dir"/*; do kill -0 "${f##*/}" 2>/dev/null && n=$((n + 1)); done
+[ "$n" -gt "$(cat "$dir.max" 2>/dev/null || echo 0)" ] && echo "$n" > "$dir.max"
+flock -u 9; exec 9>&-
 sleep 4
-trap - TERM
-count "$1" -1
+rm -f "$dir/$$"
 EOF
 chmod +x "$work/busy.sh"
 "$ctl" cron run "${every[@]}" --job "$job" --catch-up 6s --overlap allow --max-running 2 --for 9s \
