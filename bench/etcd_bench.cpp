@@ -69,14 +69,17 @@ coord::etcd::pool& floor_pool() {
 }
 
 
-// The floor call: a bare one-put transaction.
-void floor_txn() {
+// The floor call: a bare one-put transaction of `key` through `p`.
+void floor_txn_on(coord::etcd::pool& p, const std::string& key) {
     static std::uint64_t i = 0;
-    static const std::string key = opts().prefix + "/floor";
     const std::string body = coord::etcd::detail::txn_body({}, {coord::etcd::detail::put(key, std::to_string(++i))}, {});
-    auto r = floor_pool().request("/v3/kv/txn", body, true);
+    auto r = p.request("/v3/kv/txn", body, true);
     if (!r) fail("txn", r.error());
     benchmark::DoNotOptimize(r);
+}
+void floor_txn() {
+    static const std::string key = opts().prefix + "/floor";
+    floor_txn_on(floor_pool(), key);
 }
 
 void BM_Floor_EtcdTxn(benchmark::State& state) {
@@ -151,12 +154,8 @@ coord::etcd::store& tls_single() {
 }
 void tls_floor_txn() {
     static coord::etcd::pool p{tls_url(), tls_opts()};
-    static std::uint64_t i = 0;
     static const std::string key = tls_opts().prefix + "/floor";
-    const std::string body = coord::etcd::detail::txn_body({}, {coord::etcd::detail::put(key, std::to_string(++i))}, {});
-    auto r = p.request("/v3/kv/txn", body, true);
-    if (!r) fail("txn over TLS", r.error());
-    benchmark::DoNotOptimize(r);
+    floor_txn_on(p, key);
 }
 
 void BM_Floor_EtcdTxnTls(benchmark::State& state) {

@@ -42,12 +42,6 @@ wait "$waiter"; rc=$?
 [ "$rc" = 0 ] && grep -q "^token=" "$err.w" || fail "the waiter signed in was not served: rc=$rc $(cat "$err.w")"
 
 printf 'not-the-password\n' > "$wrong"; chmod 600 "$wrong"
-refused() {  # refused WHAT WORDS ARGS...: fence write exits 2, its message has WORDS, no password
-  local what="$1" words="$2"; shift 2
-  expect 2 "" -- fence write --store "$store" "$@" --key "$run" --token 8 --value v
-  grep -q -- "$words" "$err" || fail "$what: the message does not say '$words': $(cat "$err")"
-  for p in "$dir"/*.password; do grep -q -- "$(cat "$p")" "$err" && fail "$what: a password in the message"; done
-}
 refused "no credentials" "user name is empty" "${tls[@]}"
 refused "a wrong password" "authentication failed" "${tls[@]}" --store-user coord --store-password-file "$wrong"
 refused "a user without the rights" "permission denied" "${tls[@]}" --store-user reader --store-password-file "$dir/reader.password"

@@ -108,3 +108,14 @@ no_ledger() {
   expect 2 "" -- cron run --store "$1" --job j --cron "* * * * *" --tz UTC -- true
   grep -q "keeps no job ledger" "$err" || fail "cron on $1: $(cat "$err")"
 }
+
+# refused WHAT WORDS ARGS...: on a secured store ($store, whose server
+# keeps its users' passwords in $dir/*.password), `fence write` of key $run
+# with ARGS exits 2 (a configuration to fix), its message says WORDS and
+# holds no password.
+refused() {
+  local what="$1" words="$2" p; shift 2
+  expect 2 "" -- fence write --store "$store" "$@" --key "$run" --token 8 --value v
+  grep -q -- "$words" "$err" || fail "$what: the message does not say '$words': $(cat "$err")"
+  for p in "$dir"/*.password; do grep -q -- "$(cat "$p")" "$err" && fail "$what: a password in the message"; done
+}

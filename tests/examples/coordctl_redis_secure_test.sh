@@ -23,12 +23,6 @@ grant t -- lease acquire --store "$store" "${as_coord[@]}" --name "$run" --owner
 expect 0 "released" -- lease release --store "$store" "${as_coord[@]}" --name "$run" --owner A
 
 printf 'not-the-password\n' > "$wrong"; chmod 600 "$wrong"
-refused() {  # refused WHAT WORDS ARGS...: fence write exits 2, its message has WORDS, no password
-  local what="$1" words="$2"; shift 2
-  expect 2 "" -- fence write --store "$store" "$@" --key "$run" --token 8 --value v
-  grep -q -- "$words" "$err" || fail "$what: the message does not say '$words': $(cat "$err")"
-  for p in "$dir/coord.password" "$dir/reader.password"; do grep -q -- "$(cat "$p")" "$err" && fail "$what: a password in the message"; done
-}
 refused "no credentials" "NOAUTH"
 refused "a wrong password" "WRONGPASS" --store-user coord --store-password-file "$wrong"
 refused "a user without the rights" "NOPERM" --store-user reader --store-password-file "$dir/reader.password"
