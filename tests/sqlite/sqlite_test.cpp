@@ -376,6 +376,38 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedUntilTheRecoveryWhi
     EXPECT_NE(gone.error().message().find("identity"), std::string::npos) << gone.error().message();
 }
 
+// With durability::off a store object raises the count of write
+// transactions at most once a millisecond, and once more when it closes:
+// a copy taken between two writes of one object (a millisecond apart or
+// not) and put back after the object closed is still refused.
+TEST(Sqlite, WithoutSyncAnOlderCopyTakenBetweenTwoWritesIsRefusedAfterACleanClose) {
+    scratch_dir dir;
+    const fs::path db = dir / "coord.db";
+    const coord::sqlite::options off{.sync = coord::sqlite::durability::off};
+    coord::segment_range ids{};
+    {
+        coord::sqlite::store store{db, coord::system_clock{}, off};
+        ASSERT_TRUE(store.fence_write("f", 100, "at 100"));
+        for (const char* side : {"", "-wal"})  // no write in flight: a consistent copy
+            fs::copy_file(dir / (std::string("coord.db") + side), dir / (std::string("old.db") + side));
+        ASSERT_TRUE(store.fence_write("f", 200, "at 200"));
+        auto r = store.segment_allocate("ids", 10);
+        ASSERT_TRUE(r);
+        ids = *r;
+    }
+    for (const char* side : {"", "-wal"})
+        fs::copy_file(dir / (std::string("old.db") + side), dir / (std::string("coord.db") + side),
+                      fs::copy_options::overwrite_existing);
+    fs::remove(dir / "coord.db-shm");
+    coord::sqlite::store s{db, coord::system_clock{}, off};
+    ASSERT_TRUE(s.went_back());
+    auto w = s.fence_write("f", 150, "late");
+    ASSERT_FALSE(w) << "token 150 accepted after 200";
+    EXPECT_EQ(w.error(), coord::errc::state_went_back) << w.error().code.message();
+    auto again = s.segment_allocate("ids", 10);
+    ASSERT_FALSE(again) << "handed out " << again->begin << " again (first range began at " << ids.begin << ")";
+}
+
 // What stays undetectable: the database and its record beside it restored
 // together (the old store as it was). A lease token still never goes back:
 // a grant's token is at least the clock's microseconds.

@@ -24,7 +24,14 @@
 // detectable: the database and PATH-coord deleted or restored together (a
 // new store, or the old one as it was); PATH-coord may lag the database by
 // the last writes of processes committing at the same instant (each records
-// its own count, without a lock: never ahead of the database).
+// its own count, without a lock: never ahead of the database). With
+// durability::off (scratch data: a power loss may lose anything) a store
+// object raises the count in at most one write transaction a millisecond
+// (its first write, then the first one a millisecond or more after its last
+// raise); every write still reads it. A copy taken in the last millisecond
+// of a process's writes before it died without closing the store is then
+// not detected either. Raising it in every transaction writes one more page
+// per commit, which costs nothing beside an fsync and 40% without one.
 //
 // Recovery (store::initialize with replace): one write transaction gives the
 // database a new identity and a generation above both counts, raises its
@@ -298,7 +305,10 @@ public:
     }
     database(const database&) = delete;
     database& operator=(const database&) = delete;
-    ~database() { close(); }
+    ~database() {
+        raise_on_close();
+        close();
+    }
 
     const std::filesystem::path& path() const noexcept { return path_; }
     const options& opts() const noexcept { return opts_; }
@@ -324,14 +334,14 @@ public:
                 return;
             }
             locked_ = true;
-            if (int rc = d.exec_raw(writes ? "BEGIN IMMEDIATE" : "BEGIN"); rc != SQLITE_OK) {
+            if (int rc = d.exec_cached(writes ? "BEGIN IMMEDIATE" : "BEGIN"); rc != SQLITE_OK) {
                 error_ = detail::error_of(rc, d.db_, d.path_.string());
                 return;
             }
             open_ = true;
             if (d.went_back_ && !recovering) {
                 error_ = *d.went_back_;
-                (void)d.exec_raw("ROLLBACK");
+                (void)d.exec_cached("ROLLBACK");
                 open_ = false;
                 return;
             }
@@ -339,7 +349,7 @@ public:
                 auto g = d.next_generation(floors_);
                 if (!g) {
                     error_ = g.error();
-                    (void)d.exec_raw("ROLLBACK");
+                    (void)d.exec_cached("ROLLBACK");
                     open_ = false;
                     return;
                 }
@@ -351,7 +361,7 @@ public:
         transaction(const transaction&) = delete;
         transaction& operator=(const transaction&) = delete;
         ~transaction() {
-            if (open_) (void)d_.exec_raw("ROLLBACK");
+            if (open_) (void)d_.exec_cached("ROLLBACK");
             if (locked_) d_.mutex_.unlock();
         }
 
@@ -388,7 +398,7 @@ public:
         /// may not be in the database (the WAL frames may be there, unsynced):
         /// errc::outcome_unknown. Any other failure rolled back.
         result<void> commit() {
-            const int rc = d_.exec_raw("COMMIT");
+            const int rc = d_.exec_cached("COMMIT");
             if (rc == SQLITE_OK) {
                 open_ = false;
                 if (generation_ != 0) d_.committed(generation_);
@@ -396,7 +406,7 @@ public:
             }
             auto e = error(rc);
             const bool unsure = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CORRUPT;
-            if (sqlite3_get_autocommit(d_.db_) == 0) (void)d_.exec_raw("ROLLBACK");
+            if (sqlite3_get_autocommit(d_.db_) == 0) (void)d_.exec_cached("ROLLBACK");
             open_ = false;
             return unexpected(coord::detail::engine_failure(
                 unsure ? coord::detail::call_fate::lost_after_send : coord::detail::call_fate::failed_on_server,
@@ -413,7 +423,7 @@ public:
         bool writes_;
         bool locked_ = false;
         bool open_ = false;
-        std::uint64_t generation_ = 0;  // this write's, once counted
+        std::uint64_t generation_ = 0;  // this write's, once counted (0: not raised)
         coord::detail::stated_floors floors_;
         std::optional<coord::error> error_;
     };
@@ -547,10 +557,32 @@ public:
         return id;
     }
 
-    /// Runs a statement with no parameters (a pragma, BEGIN, a migration's SQL).
+    /// Runs a statement with no parameters (a pragma, a migration's SQL).
     int exec_raw(const char* sql) noexcept { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
+    /// The same for a statement run in every transaction (BEGIN, COMMIT,
+    /// ROLLBACK): prepared once, not parsed each time.
+    int exec_cached(const char* sql) noexcept {
+        auto st = prepare(sql);
+        if (!st) return exec_raw(sql);
+        const int rc = (*st)->step();
+        (*st)->reset();
+        return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+    }
 
 private:
+    // With durability::off: writes committed since this object last raised
+    // the count are counted in one more write transaction, so a copy taken
+    // before them and put back after a clean close is below the record.
+    void raise_on_close() noexcept {
+        if (!db_ || !counting_ || !unraised_ || went_back_) return;
+        raised_at_.reset();
+        try {
+            transaction t(*this, true);
+            if (t) (void)t.commit();
+        } catch (...) {  // best effort: a process that dies does not get here either
+        }
+    }
+
     // A constructor that throws runs no destructor: the handle is closed first.
     [[noreturn]] void fail_open(int rc) {
         const auto e = detail::error_of(rc, db_, path_.string());
@@ -596,14 +628,21 @@ private:
     }
 
     // Inside a write transaction: the database's count of write
-    // transactions raised; refused when it was below what this object
-    // committed before (the file went back under it).
+    // transactions raised (with durability::off, only if this object last
+    // raised it a millisecond ago or more) and the generation returned (0
+    // when not raised); refused when it was below what this object
+    // committed or read before (the file went back under it).
     result<std::uint64_t> next_generation(coord::detail::stated_floors& floors) {
-        auto up = prepare("UPDATE coord_store SET generation = generation + 1 WHERE id = 1");
-        if (!up) return unexpected(up.error());
-        const int urc = (*up)->step();
-        (*up)->reset();
-        if (urc != SQLITE_DONE) return unexpected(detail::error_of(urc, db_, path_.string()));
+        const auto now = std::chrono::steady_clock::now();
+        const bool raise = opts_.sync != durability::off || !raised_at_ ||
+                           now - *raised_at_ >= std::chrono::milliseconds(1);
+        if (raise) {
+            auto up = prepare("UPDATE coord_store SET generation = generation + 1 WHERE id = 1");
+            if (!up) return unexpected(up.error());
+            const int urc = (*up)->step();
+            (*up)->reset();
+            if (urc != SQLITE_DONE) return unexpected(detail::error_of(urc, db_, path_.string()));
+        }
         auto st = prepare("SELECT generation, identity, segment_floor, fence_floor, ledger_floor_ms, reservation_floor_ms "
                           "FROM coord_store WHERE id = 1");
         if (!st) return unexpected(st.error());
@@ -620,16 +659,25 @@ private:
             return unexpected(coord::error(coord::make_error_code(coord::errc::store_identity_changed),
                                            "coord SQLite store " + path_.string() +
                                                " was initialized again since this store object opened it: open it again"));
-        if (g <= seen_)
-            return unexpected(went_back("its generation is " + std::to_string(g - 1) + ", below the " +
-                                        std::to_string(seen_) + " this process committed"));
+        const std::uint64_t before = raise ? g - 1 : g;
+        if (before < seen_)
+            return unexpected(went_back("its generation is " + std::to_string(before) + ", below the " +
+                                        std::to_string(seen_) + " this process committed or read"));
+        if (!raise) {
+            seen_ = g;
+            unraised_ = true;
+            return 0;
+        }
         return g;
     }
-    // After a commit: the count recorded beside the file (no lock: a
-    // concurrent writer's larger count may be overwritten by this smaller
-    // one, never the other way round beyond what the database holds).
+    // After a commit that raised the count: the count recorded beside the
+    // file (no lock: a concurrent writer's larger count may be overwritten
+    // by this smaller one, never the other way round beyond what the
+    // database holds).
     void committed(std::uint64_t g) noexcept {
         seen_ = g;
+        raised_at_ = std::chrono::steady_clock::now();
+        unraised_ = false;
         const std::string d = digits(g);
         (void)!::pwrite(side_fd_, d.data(), d.size(), static_cast<off_t>(side_generation_at));
     }
@@ -650,6 +698,8 @@ private:
     int side_fd_ = -1;
     bool counting_ = false;   // write transactions raise coord_store's generation
     std::uint64_t seen_ = 0;  // the largest generation this object read or committed
+    std::optional<std::chrono::steady_clock::time_point> raised_at_;  // this object's last committed raise
+    bool unraised_ = false;  // a write committed since then without raising the count
     std::uint64_t recorded_ = 0;  // PATH-coord's generation when this object opened
     std::string identity_;        // the database's identity when this object opened (or initialized) it
     std::optional<coord::error> went_back_;  // set when opened: every call is refused
