@@ -15,14 +15,24 @@
 //   BM_Redis_FenceWriteShared     one store object (a pool of 8) shared by 1 and by 8 threads,
 //                                 each on its own key: items/s at 8 threads over 1 is the
 //                                 pool's scaling
+// Over TLS, on a server that wants a client certificate and an ACL user:
+//   BM_Floor_RedisScriptTls       the floor's script over TLS: the TLS floor
+//   BM_Redis_FenceWriteTls        one fenced write over TLS (x_floor against the TLS floor:
+//                                 what coord adds; against BM_Floor_RedisScript: what TLS adds)
+//   BM_Redis_NewConnectionTls     the floor's script on a new store each time: TCP, the TLS
+//                                 handshake, AUTH (what a pooled connection saves)
 // The server comes from COORD_REDIS_URL (redis://HOST:PORT; .ci/run starts
-// one with tests/redis/redis.sh); without it the binary fails.
+// one with tests/redis/redis.sh), the TLS one from COORD_REDIS_TLS_URL
+// (rediss://HOST:PORT) with COORD_REDIS_TLS_DIR (the secure server's
+// directory: its tls/ certificates and coord.password); without them the
+// binary fails.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "coord/open.hpp"
@@ -125,10 +135,66 @@ void BM_Redis_FenceWriteShared(benchmark::State& state) {
 }
 BENCHMARK(BM_Redis_FenceWriteShared)->Threads(1)->Threads(8)->UseRealTime();
 
+// --- over TLS -------------------------------------------------------------
+
+std::string tls_url() {
+    static const std::string u = coord::bench::required_env("COORD_REDIS_TLS_URL", "rediss://HOST:PORT; tests/redis/redis.sh start DIR PORT secure");
+    return u;
+}
+coord::redis::options tls_opts(std::size_t pool) {
+    static const std::string dir = coord::bench::required_env("COORD_REDIS_TLS_DIR", "the secure server's directory");
+    coord::redis::options o;
+    o.pool_size = pool;
+    o.prefix = "bench-tls-" + std::to_string(::getpid());
+    o.ca_file = dir + "/tls/ca.crt";
+    o.cert_file = dir + "/tls/client.crt";
+    o.key_file = dir + "/tls/client.key";
+    o.user = "coord";
+    std::ifstream in(dir + "/coord.password");
+    std::getline(in, o.password);
+    return o;
+}
+coord::redis::store& tls_single() {
+    static coord::redis::store s(tls_url(), {}, tls_opts(1));
+    static const bool initialized = s.initialize(coord::redis::initial_floors{}, true).has_value();
+    (void)initialized;
+    return s;
+}
+void tls_floor_script() {
+    static std::uint64_t i = 0;
+    auto r = tls_single().echo(std::to_string(++i));
+    if (!r) fail("echo over TLS", r.error());
+    benchmark::DoNotOptimize(r);
+}
+
+void BM_Floor_RedisScriptTls(benchmark::State& state) {
+    for (auto _ : state) tls_floor_script();
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Floor_RedisScriptTls)->UseRealTime();
+
+void BM_Redis_FenceWriteTls(benchmark::State& state) {
+    coord::bench::fence_write_loop(state, tls_single(), "bench-fence", tls_floor_script);
+}
+BENCHMARK(BM_Redis_FenceWriteTls)->UseManualTime();
+
+void BM_Redis_NewConnectionTls(benchmark::State& state) {
+    const auto o = tls_opts(1);
+    for (auto _ : state) {
+        coord::redis::store s(tls_url(), {}, o);
+        auto r = s.echo("new");
+        if (!r) fail("echo on a new connection", r.error());
+        benchmark::DoNotOptimize(r);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Redis_NewConnectionTls)->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    (void)url();  // fails without COORD_REDIS_URL
+    (void)url();      // fails without COORD_REDIS_URL
+    (void)tls_url();  // and without COORD_REDIS_TLS_URL
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -5,6 +5,7 @@
 //   sqlite:PATH                                 coord::sqlite::store (one machine)
 //   postgres:CONNINFO                           coord::postgres::store (libpq's conninfo)
 //   redis://HOST:PORT[/DB]                      coord::redis::store
+//   rediss://HOST:PORT[/DB]                     the same over TLS
 //   etcd://HOST:PORT[,HOST:PORT...]             coord::etcd::store
 //   etcds://HOST:PORT[,HOST:PORT...]            the same over TLS
 //   zookeeper://HOST:PORT[,HOST:PORT...][/ROOT] coord::zookeeper::store
@@ -104,7 +105,7 @@ inline std::string store_url_forms() {
     s += ", postgres:CONNINFO";
 #endif
 #if defined(COORD_HAS_REDIS)
-    s += ", redis://HOST:PORT[/DB]";
+    s += ", redis[s]://HOST:PORT[/DB]";
 #endif
 #if defined(COORD_HAS_ETCD)
     s += ", etcd[s]://HOST:PORT[,HOST:PORT...]";
@@ -214,6 +215,7 @@ inline std::optional<std::string> read_secret_file(const std::string& path, std:
 ///   file:PATH?fsync=on|off
 ///   sqlite:PATH?sync=full|normal|off
 ///   redis://...?prefix=P&pool=N        (N connections, 1 to 1024)
+///   rediss://...?prefix=P&pool=N&ca_file=PATH&cert_file=PATH&key_file=PATH
 ///   etcd://...?prefix=P&pool=N
 ///   etcds://...?prefix=P&pool=N&ca_file=PATH&cert_file=PATH&key_file=PATH
 ///   zookeeper://...?session_timeout=MS&digest_file=PATH
@@ -293,20 +295,29 @@ Store open_store(std::string_view url, const open_options& o = {}) {
 #endif
 #if defined(COORD_HAS_REDIS)
     else if constexpr (std::is_same_v<Store, redis::store>) {
-        form("redis://", "redis://HOST:PORT[/DB]");
+        const bool tls = u.rfind("rediss://", 0) == 0;
+        if (!tls) form("redis://", "redis://HOST:PORT[/DB] (rediss:// for TLS)");
         if (auto a = redis::parse_url(parts.store); !a) throw malformed(a.error());
-        no_tls_files("Redis (its TLS is not supported yet)");
         redis::options ro;
         if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
         ro.user = o.user;
         ro.password = o.password;
+        ro.ca_file = o.ca_file;
+        ro.cert_file = o.cert_file;
+        ro.key_file = o.key_file;
         detail::apply_url_options(parts.query, [&](std::string_view n, std::string_view v) -> std::optional<std::string> {
             if (n == "prefix") ro.prefix = std::string(v);
-            else if (n != "pool") return detail::unknown_url_option(n, "prefix, pool");
+            else if (tls && (n == "ca_file" || n == "cert_file" || n == "key_file")) {
+                auto& f = n == "ca_file" ? ro.ca_file : n == "cert_file" ? ro.cert_file : ro.key_file;
+                if (!f.empty()) return std::string(n) + " given twice (in the URL and the options)";
+                f = std::string(v);
+            } else if (n != "pool") return detail::unknown_url_option(n, tls ? "prefix, pool, ca_file, cert_file, key_file" : "prefix, pool");
             else if (auto k = detail::url_number(v, 1, 1024)) ro.pool_size = *k;
             else return std::string("pool is 1 to 1024 connections");
             return std::nullopt;
         }, malformed);
+        if (ro.cert_file.empty() != ro.key_file.empty())
+            throw malformed("a client certificate and its key go together (cert_file, key_file)");
         return redis::store(parts.store, {}, ro);
     }
 #endif
@@ -395,7 +406,7 @@ decltype(auto) with_store(std::string_view url, F&& f, const open_options& o = {
     }
 #endif
 #if defined(COORD_HAS_REDIS)
-    if (u.rfind("redis://", 0) == 0) {
+    if (u.rfind("redis://", 0) == 0 || u.rfind("rediss://", 0) == 0) {
         auto store = open_store<redis::store>(u, o);
         return std::forward<F>(f)(store);
     }

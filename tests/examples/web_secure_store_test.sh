@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# coord_web on a Redis with ACL users only (tests/redis/redis.sh start DIR
-# PORT secure): with --store-user and the password from
-# --store-password-file (or COORD_STORE_PASSWORD) a login makes a session on
+# coord_web on a Redis that takes TLS only, with client certificates, and ACL
+# users only (tests/redis/redis.sh start DIR PORT secure): with the TLS files
+# (--store-ca-file, --store-cert-file, --store-key-file), --store-user and the
+# password from --store-password-file (or COORD_STORE_PASSWORD) a login makes a session on
 # the store (303 and its cookie; /api/me names the user); with a wrong password
 # coord_web does not start (exit 2: the store refused the credentials, its
 # log says so); no password in the log.
@@ -13,12 +14,13 @@ web="$1" store="$2/0" dir="$3" out="$4" port="$5"
 rm -rf "$out"; mkdir -p "$out"
 printf 'alice wonderland\n' > "$out/users"
 printf 'not-the-password\n' > "$out/wrong"; chmod 600 "$out/wrong"
+tls=(--store-ca-file "$dir/tls/ca.crt" --store-cert-file "$dir/tls/client.crt" --store-key-file "$dir/tls/client.key")
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null' EXIT
 start() {  # start PASSWORD_FILE: coord_web as user coord, answering on $port
-  "$web" --store "$store" --listen "127.0.0.1:$port" --users "$out/users" \
+  "$web" --store "$store" --listen "127.0.0.1:$port" --users "$out/users" "${tls[@]}" \
     --store-user coord --store-password-file "$1" 2>>"$out/web.log" &
   pid=$!
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && return 0; sleep 0.1; done
@@ -40,7 +42,7 @@ stop
 
 # A wrong password: coord_web refuses to start (the store refused the
 # credentials when it was opened): exit 2, a configuration to fix.
-"$web" --store "$store" --listen "127.0.0.1:$port" --users "$out/users" \
+"$web" --store "$store" --listen "127.0.0.1:$port" --users "$out/users" "${tls[@]}" \
   --store-user coord --store-password-file "$out/wrong" 2>>"$out/web.log"
 rc=$?
 [ "$rc" = 2 ] || fail "coord_web with a wrong store password: exit $rc, not 2"

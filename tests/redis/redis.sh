@@ -9,14 +9,19 @@
 # needs the server.
 #
 #   tests/redis/redis.sh install            # the server's packages when missing (as root), nothing started
-#   tests/redis/redis.sh start DIR PORT [durable|volatile|secure]
+#   tests/redis/redis.sh start DIR PORT [durable|volatile|secure|secure-volatile]
 #                                     # fresh server, empty data set; volatile: no
 #                                     # append-only file (the benchmarks: coord's cost,
 #                                     # not the disk's; durable is the default); secure:
-#                                     # durable, with ACL users only (the default user
-#                                     # off): coord (every key and command) and reader
+#                                     # durable, TLS only (no plain port: tls-port PORT on
+#                                     # 127.0.0.1 and 127.0.0.2, client certificates
+#                                     # required, throwaway certificates in DIR/tls made
+#                                     # by tests/tls.sh, the server's for 127.0.0.1 and
+#                                     # localhost only), with ACL users only (the default
+#                                     # user off): coord (every key and command) and reader
 #                                     # (read commands only), their passwords in
-#                                     # DIR/coord.password and DIR/reader.password (mode 600)
+#                                     # DIR/coord.password and DIR/reader.password (mode 600);
+#                                     # secure-volatile: the same without the append-only file
 #   tests/redis/redis.sh stop DIR           # clean shutdown, removes DIR
 #   tests/redis/redis.sh restart DIR PORT   # clean shutdown and start on the same data
 #   tests/redis/redis.sh kill DIR PORT      # SIGKILL, then start on what reached the disk
@@ -32,17 +37,20 @@
 #   tests/redis/redis.sh pause DIR          # SIGSTOP the server (a long pause, a frozen VM)
 #   tests/redis/redis.sh resume DIR         # SIGCONT it
 #   tests/redis/redis.sh conninfo DIR PORT  # the server's URL: redis://127.0.0.1:PORT
+#                                     # (rediss:// for a secure one)
 set -euo pipefail
 # shellcheck source=tests/apt_install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../apt_install.sh"
 # shellcheck source=tests/process.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../process.sh"
+# shellcheck source=tests/tls.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tls.sh"
 
 cmd="${1:-}"
 dir="${2:-}"
 port="${3:-16379}"
 mode="${4:-durable}"
-case "$mode" in durable|volatile|secure) ;; *) echo "mode must be durable, volatile or secure, got $mode" >&2; exit 2 ;; esac
+case "$mode" in durable|volatile|secure|secure-volatile) ;; *) echo "mode must be durable, volatile, secure or secure-volatile, got $mode" >&2; exit 2 ;; esac
 [ "$cmd" = install ] || { [ -n "$cmd" ] && [ -n "$dir" ]; } || { echo "usage: $0 install | start|stop|restart|kill|lose|copy|rollback|pause|resume|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
@@ -63,7 +71,8 @@ install_server() {
 pid_of() { [ -f "$dir/pid" ] && cat "$dir/pid"; }
 ping() {
   if [ -f "$dir/coord.password" ]; then
-    [ "$(REDISCLI_AUTH=$(cat "$dir/coord.password") redis-cli --no-auth-warning --user coord -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]
+    [ "$(REDISCLI_AUTH=$(cat "$dir/coord.password") redis-cli --no-auth-warning --user coord -h 127.0.0.1 -p "$port" \
+      --tls --cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key" ping 2>/dev/null)" = PONG ]
   else
     [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]
   fi
@@ -75,10 +84,12 @@ server_start() {
   [ -f "$dir/mode" ] && mode=$(cat "$dir/mode")
   echo "$mode" > "$dir/mode"
   local persistence=(--appendonly yes --appendfsync always)
-  [ "$mode" = volatile ] && persistence=(--appendonly no)
-  local config=()
-  if [ "$mode" = secure ]; then
-    command -v openssl >/dev/null || apt_install openssl
+  case "$mode" in *volatile) persistence=(--appendonly no) ;; esac
+  local config=() listen=(--port "$port")
+  if [ "${mode%-volatile}" = secure ]; then
+    [ -f "$dir/tls/ca.crt" ] || make_test_certs "$dir/tls"
+    listen=(--port 0 --tls-port "$port" --tls-cert-file "$dir/tls/server.crt" --tls-key-file "$dir/tls/server.key"
+      --tls-ca-cert-file "$dir/tls/ca.crt" --tls-auth-clients yes)
     # The users in a config file of mode 600 (their passwords on no command line).
     if [ ! -f "$dir/coord.password" ]; then
       (umask 077; openssl rand -hex 16 > "$dir/coord.password"; openssl rand -hex 16 > "$dir/reader.password")
@@ -90,7 +101,9 @@ server_start() {
     } > "$dir/users.conf")
     config=("$dir/users.conf")
   fi
-  setsid redis-server "${config[@]}" --bind 127.0.0.1 --port "$port" --protected-mode yes --daemonize no \
+  local bind=(127.0.0.1)
+  [ "${mode%-volatile}" = secure ] && bind=(127.0.0.1 127.0.0.2)  # 127.0.0.2: a name the certificate is not for
+  setsid redis-server "${config[@]}" --bind "${bind[@]}" "${listen[@]}" --protected-mode yes --daemonize no \
     --dir "$dir/data" --logfile "$dir/log" --save '' "${persistence[@]}" \
     </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/pid"
@@ -171,7 +184,7 @@ case "$cmd" in
     kill -CONT "$(pid_of)"
     ;;
   conninfo)
-    echo "redis://127.0.0.1:$port"
+    if [ -f "$dir/coord.password" ]; then echo "rediss://127.0.0.1:$port"; else echo "redis://127.0.0.1:$port"; fi
     ;;
   *)
     echo "unknown command $cmd" >&2

@@ -1,19 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/redis/connection.hpp: the Redis connection layer of coord's engine:
-// the error codes, the store's options and address, a pool of hiredis
-// connections, and the one way a call talks to the server (commands sent
-// together and their replies read back, scripts by SHA), every call under a
-// deadline.
+// the error codes, the store's options and address, a pool of connections,
+// and the one way a call talks to the server (commands sent together and
+// their replies read back, scripts by SHA), every call under a deadline.
 //
-// hiredis runs non-blocking and the layer polls the socket
-// (coord/detail/deadline.hpp), so a paused, partitioned or black-holed server
-// gives an answer in bounded time:
+// The layer owns its sockets, non-blocking, and polls them
+// (coord/detail/deadline.hpp); hiredis formats the commands and parses the
+// replies (its reader), which every hiredis since 0.14 has. Over TLS
+// (rediss://, or a CA or client certificate in the options) OpenSSL carries
+// the bytes: the server's certificate checked against options::ca_file (or
+// the system's CAs) and its name against the host of the URL, the client's
+// certificate sent when given; a handshake the server or coord refuses is
+// errc::tls_failed (condition not_authorized: a configuration to fix).
+// Debian 12's hiredis 0.14 has no TLS of its own.
+//
+// A paused, partitioned or black-holed server gives an answer in bounded time:
 // - nothing was sent, or the server refused the command (LOADING, MISCONF,
 //   READONLY, an error reply): the engine's code, condition unavailable;
 // - a writing call was sent and no reply came in time, or the connection
 //   broke after sending: errc::outcome_unknown (the script may have run).
-// The connection is then dropped and the next call reconnects. Only calls
-// hiredis 0.14 and 1.x both have are used (so that TLS can come later).
+// The connection is then dropped and the next call reconnects. A new
+// connection is checked with one round trip (AUTH, SELECT or PING) before a
+// call uses it: a server that speaks TLS to a plain client (or the other way
+// round) is refused there, never an unknown outcome of the first write.
 #pragma once
 
 // Marks that a store header is in (tests/layering_test.cpp checks that no
@@ -22,13 +31,21 @@
 #define COORD_STORE_HEADER_INCLUDED 1
 #endif
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <climits>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -82,10 +99,15 @@ enum class errc {
     /// The server refused these credentials or the user's rights on coord's
     /// keys and scripts (WRONGPASS, NOAUTH, NOPERM): a configuration to fix.
     not_authorized,
+    /// The TLS handshake failed: the server's certificate is not signed by
+    /// the CA coord trusts or not for that host, the server wants a client
+    /// certificate or refused it, or one side does not speak TLS (rediss://
+    /// to a plain port): a configuration to fix.
+    tls_failed,
 };
 
 inline const std::error_category& category() noexcept {
-    static const coord::detail::engine_category<errc, 10> instance(
+    static const coord::detail::engine_category<errc, 11> instance(
         "coord.redis", "Redis",
         {{
              {errc::connection_failed, coord::condition::unavailable, "Redis connection failed"},
@@ -98,6 +120,7 @@ inline const std::error_category& category() noexcept {
              {errc::deadline_passed, coord::condition::unavailable, "no reply from Redis within the operation timeout"},
              {errc::server_too_old, coord::condition::unavailable, "Redis 7.0 or later is required"},
              {errc::not_authorized, coord::condition::not_authorized, "Redis refused these credentials or their rights"},
+             {errc::tls_failed, coord::condition::not_authorized, "the TLS handshake with Redis failed"},
         }});
     return instance;
 }
@@ -110,20 +133,23 @@ struct std::is_error_code_enum<coord::redis::errc> : std::true_type {};
 
 namespace coord::redis {
 
-/// Where the server is: redis://HOST:PORT[/DB].
+/// Where the server is: redis://HOST:PORT[/DB], or rediss:// for TLS.
 struct address {
     std::string host;
     int port = 6379;
     int db = 0;
+    bool tls = false;
 };
 
-/// Parses redis://HOST:PORT[/DB] (HOST a name, an IPv4 address or [IPv6];
-/// PORT 1 to 65535; DB 0 to 15, default 0). The error says what is wrong.
+/// Parses redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB] (TLS; HOST a
+/// name, an IPv4 address or [IPv6]; PORT 1 to 65535; DB 0 to 15, default 0).
+/// The error says what is wrong.
 inline result<address, std::string> parse_url(std::string_view url) {
-    constexpr std::string_view scheme = "redis://";
-    if (url.substr(0, scheme.size()) != scheme) return unexpected(std::string("a Redis URL starts with redis://"));
-    std::string_view rest = url.substr(scheme.size());
     address a;
+    a.tls = url.substr(0, 9) == "rediss://";
+    if (!a.tls && url.substr(0, 8) != "redis://")
+        return unexpected(std::string("a Redis URL starts with redis:// (rediss:// for TLS)"));
+    std::string_view rest = url.substr(a.tls ? 9 : 8);
     std::string_view hostport = rest;
     if (auto slash = rest.find('/'); slash != std::string_view::npos) {
         hostport = rest.substr(0, slash);
@@ -169,6 +195,15 @@ struct options {
     /// an ACL user).
     std::string user;
     std::string password;
+    /// TLS (also switched on by a rediss:// URL): the CA bundle the server's
+    /// certificate must be signed by (PEM; empty: the system's CAs), and the
+    /// client's certificate chain and key (PEM, both or neither) for a
+    /// server that asks for one (tls-auth-clients). A CA or a certificate
+    /// switches TLS on. A file OpenSSL cannot use makes the constructor throw
+    /// std::invalid_argument naming it.
+    std::string ca_file{};
+    std::string cert_file{};
+    std::string key_file{};
 };
 
 /// The clock policy that means "the server's clock": every expiry is judged
@@ -288,7 +323,74 @@ inline coord::error server_error(std::string_view message) {
     return coord::error(make_error_code(code), std::string(message));
 }
 
-/// One hiredis connection, non-blocking.
+/// OpenSSL's queued errors in words (the queue emptied).
+inline std::string tls_errors() {
+    std::string out;
+    while (const unsigned long e = ERR_get_error()) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof buf);
+        if (!out.empty()) out += "; ";
+        out += buf;
+    }
+    return out;
+}
+
+struct tls_context_deleter {
+    void operator()(SSL_CTX* c) const noexcept { SSL_CTX_free(c); }
+};
+/// The TLS client settings of one pool, shared by its connections.
+using tls_context = std::unique_ptr<SSL_CTX, tls_context_deleter>;
+
+/// The client context the options ask for: TLS 1.2 or later, the server's
+/// certificate checked against options::ca_file (or the system's CAs), the
+/// client certificate and key loaded when given (an encrypted key is refused,
+/// never prompted for). Throws std::invalid_argument naming the file
+/// OpenSSL could not use, and why.
+inline tls_context make_tls_context(const options& o) {
+    tls_context ctx(SSL_CTX_new(TLS_client_method()));
+    if (!ctx) throw std::runtime_error("coord: Redis TLS context: " + tls_errors());
+    (void)SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+    SSL_CTX_set_default_passwd_cb(ctx.get(), [](char*, int, int, void*) { return 0; });
+    auto refuse = [](const char* field, const std::string& file) {
+        return std::invalid_argument(std::string("coord::redis::options::") + field + " " + file + ": " + tls_errors());
+    };
+    if (o.ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx.get()) != 1
+                          : SSL_CTX_load_verify_locations(ctx.get(), o.ca_file.c_str(), nullptr) != 1)
+        throw refuse("ca_file", o.ca_file.empty() ? "(the system's CAs)" : o.ca_file);
+    if (!o.cert_file.empty()) {
+        if (SSL_CTX_use_certificate_chain_file(ctx.get(), o.cert_file.c_str()) != 1) throw refuse("cert_file", o.cert_file);
+        if (SSL_CTX_use_PrivateKey_file(ctx.get(), o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) throw refuse("key_file", o.key_file);
+        if (SSL_CTX_check_private_key(ctx.get()) != 1) throw refuse("key_file", o.key_file + " (not cert_file's key)");
+    }
+    return ctx;
+}
+
+/// OpenSSL's socket BIO, but writing with send(MSG_NOSIGNAL): a write on a
+/// socket the server closed fails with EPIPE instead of raising SIGPIPE
+/// (OpenSSL's own writes with write(2)). Made once, kept for the process.
+inline const BIO_METHOD* socket_without_sigpipe() {
+    static BIO_METHOD* const method = [] {
+        const BIO_METHOD* base = BIO_s_socket();
+        BIO_METHOD* m = BIO_meth_new(BIO_TYPE_SOCKET, "coord socket");
+        if (!m) return m;
+        (void)BIO_meth_set_create(m, BIO_meth_get_create(base));
+        (void)BIO_meth_set_destroy(m, BIO_meth_get_destroy(base));
+        (void)BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(base));
+        (void)BIO_meth_set_read(m, BIO_meth_get_read(base));
+        (void)BIO_meth_set_write(m, [](BIO* b, const char* data, int len) -> int {
+            const int fd = static_cast<int>(BIO_get_fd(b, nullptr));
+            const ssize_t n = ::send(fd, data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+            BIO_clear_retry_flags(b);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+            return static_cast<int>(n);
+        });
+        return m;
+    }();
+    return method;
+}
+
+/// One connection to the server, non-blocking, plain or over TLS.
 class connection {
 public:
     connection() = default;
@@ -297,52 +399,114 @@ public:
     ~connection() { drop(); }
 
     void drop() noexcept {
-        if (c_) redisFree(c_);
-        c_ = nullptr;
+        if (ssl_) SSL_free(ssl_);
+        ssl_ = nullptr;
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        if (reader_) redisReaderFree(reader_);
+        reader_ = nullptr;
+        out_.clear();
         subscribed_ = false;
     }
     bool subscribed() const noexcept { return subscribed_; }
 
     /// Opens the connection unless it is open, by `until` and within the
-    /// connect timeout; AUTH and SELECT as the address and options say.
-    result<void> connect(const address& a, const options& o, coord::detail::deadline until) {
-        if (c_) return {};
+    /// connect timeout: TCP, the TLS handshake with `tls` when not null, then
+    /// AUTH and SELECT as the address and options say (PING when neither),
+    /// one round trip.
+    result<void> connect(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline until) {
+        if (fd_ >= 0) return {};
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
         const std::string where = a.host + ":" + std::to_string(a.port);
-        c_ = redisConnectNonBlock(a.host.c_str(), a.port);
-        if (!c_) return not_sent(errc::connection_failed, "out of memory");
-        if (c_->err) return failed_connect(where + ": " + c_->errstr);
-        const auto w = coord::detail::wait_fd(c_->fd, POLLOUT, limit);
-        if (w == coord::detail::wait_result::timed_out)
-            return failed_connect(where + ": no answer while connecting within " +
-                                  millis_text(std::min(o.connect_timeout, o.operation_timeout)));
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (w == coord::detail::wait_result::failed || ::getsockopt(c_->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
-            return failed_connect(where + ": " + std::strerror(err ? err : errno));
-        (void)redisEnableKeepAlive(c_);
+        const std::string in_time = millis_text(std::min(o.connect_timeout, o.operation_timeout));
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* found = nullptr;
+        const std::string port = std::to_string(a.port);
+        if (const int rc = ::getaddrinfo(a.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+            return not_sent(errc::connection_failed, where + ": " + ::gai_strerror(rc));
+        std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, ::freeaddrinfo);
+        std::string why = "no address";
+        for (const addrinfo* ai = found; ai && fd_ < 0; ai = ai->ai_next) {
+            const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) {
+                why = std::strerror(errno);
+                continue;
+            }
+            if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+                why = std::strerror(errno);
+                ::close(fd);
+                continue;
+            }
+            const auto w = coord::detail::wait_fd(fd, POLLOUT, limit);
+            if (w == coord::detail::wait_result::timed_out) {
+                ::close(fd);
+                return not_sent(errc::connection_failed, where + ": no answer while connecting within " + in_time);
+            }
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (w == coord::detail::wait_result::failed || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+                why = std::strerror(err ? err : errno);
+                ::close(fd);
+                continue;
+            }
+            fd_ = fd;
+        }
+        if (fd_ < 0) return not_sent(errc::connection_failed, where + ": " + why);
+        reader_ = redisReaderCreate();
+        if (!reader_) return failed_connect(errc::connection_failed, where + ": out of memory");
+        const int on = 1;
+        (void)::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        // Keep-alive probes after 15 s idle, every 5 s, 3 of them (as hiredis's).
+        const int idle = 15, interval = 5, count = 3;
+        (void)::setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+        (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
         // Data unacknowledged for the operation timeout drops the connection.
         const unsigned user_timeout = static_cast<unsigned>(std::min<std::int64_t>(o.operation_timeout.count(), 1 << 30));
-        (void)::setsockopt(c_->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+        (void)::setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+        if (tls) {
+            if (auto h = handshake(a.host, tls, limit, where, in_time); !h) return h;
+        }
         std::vector<command> hello;
         if (!o.password.empty()) {
             if (o.user.empty()) hello.push_back({"AUTH", o.password});
             else hello.push_back({"AUTH", o.user, o.password});
         }
         if (a.db != 0) hello.push_back({"SELECT", std::to_string(a.db)});
-        if (hello.empty()) return {};
+        if (hello.empty()) hello.push_back({"PING"});
+        // Nothing of the call is sent before this check answered.
         auto r = run(hello, false, limit);
         if (!r) {
+            std::string said = where + ": " + r.error().detail();
+            if (r.error() == errc::deadline_passed) {
+                drop();
+                return not_sent(errc::deadline_passed, said);
+            }
+            if (!tls) {
+                drop();
+                return not_sent(errc::connection_failed,
+                                said + " (a server that speaks TLS closes a plain connection: use a rediss:// URL)");
+            }
+            // TLS 1.3 ends the handshake before the server has checked the
+            // client's certificate: a refusal is its alert and the
+            // connection closed, at the first exchange (or, when the close
+            // came first, a reset that lost the alert).
             drop();
-            return not_sent(errc::connection_failed, where + ": " + r.error().detail());
+            return not_sent(errc::tls_failed,
+                            said + " (right after the TLS handshake: the server refused the client certificate, or "
+                                   "wants one: options::cert_file, key_file)");
         }
         for (const auto& one : *r)
             if (one->type == REDIS_REPLY_ERROR) {
-                const std::string_view said = text(one.get());
-                const std::string why = where + ": " + std::string(said);
+                // LOADING and the credentials' refusals keep their codes; a
+                // SELECT refused is a connection that failed.
+                const coord::error e = server_error(text(one.get()));
                 drop();
-                const bool refused = said.rfind("WRONGPASS", 0) == 0 || said.rfind("NOAUTH", 0) == 0 || said.rfind("NOPERM", 0) == 0;
-                return not_sent(refused ? errc::not_authorized : errc::connection_failed, why);
+                return unexpected(coord::error(e == errc::server_refused ? make_error_code(errc::connection_failed) : e.code(),
+                                               where + ": " + e.detail()));
             }
         return {};
     }
@@ -419,9 +583,61 @@ private:
     static unexpected<coord::error> not_sent(errc code, std::string why) {
         return unexpected(coord::error(make_error_code(code), std::move(why)));
     }
-    unexpected<coord::error> failed_connect(std::string why) {
+    unexpected<coord::error> failed_connect(errc code, std::string why) {
         drop();
-        return not_sent(errc::connection_failed, std::move(why));
+        return not_sent(code, std::move(why));
+    }
+
+    // The TLS handshake on the connected socket, by `limit`: the server's
+    // certificate checked against the context's CAs and for `host` (an IP
+    // address as one; a name is also sent as SNI).
+    result<void> handshake(const std::string& host, SSL_CTX* tls, coord::detail::deadline limit, const std::string& where,
+                           const std::string& in_time) {
+        ERR_clear_error();
+        ssl_ = SSL_new(tls);
+        BIO* bio = ssl_ && socket_without_sigpipe() ? BIO_new(socket_without_sigpipe()) : nullptr;
+        if (!bio) return failed_connect(errc::connection_failed, where + ": " + tls_errors());
+        (void)BIO_set_fd(bio, fd_, BIO_NOCLOSE);
+        SSL_set_bio(ssl_, bio, bio);  // the session owns it
+        unsigned char ip[sizeof(in6_addr)];
+        if (::inet_pton(AF_INET, host.c_str(), ip) == 1 || ::inet_pton(AF_INET6, host.c_str(), ip) == 1) {
+            (void)X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str());
+        } else {
+            (void)SSL_set_tlsext_host_name(ssl_, host.c_str());
+            (void)SSL_set1_host(ssl_, host.c_str());
+        }
+        for (;;) {
+            ERR_clear_error();
+            const int rc = SSL_connect(ssl_);
+            const int e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
+            if (rc == 1) return {};
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+                const auto w = coord::detail::wait_fd(fd_, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, limit);
+                if (w == coord::detail::wait_result::timed_out)
+                    return failed_connect(errc::connection_failed, where + ": no TLS handshake within " + in_time +
+                                                                       " (does the server speak TLS on this port?)");
+                if (w == coord::detail::wait_result::failed)
+                    return failed_connect(errc::connection_failed, where + ": " + std::strerror(errno));
+                continue;
+            }
+            const long verified = SSL_get_verify_result(ssl_);
+            std::string why = verified != X509_V_OK
+                                  ? std::string("the server's certificate: ") + X509_verify_cert_error_string(verified) +
+                                        " (the CA coord trusts: options::ca_file; its name must match " + host + ")"
+                                  : tls_words(e);
+            if (why.find("wrong version number") != std::string::npos || why.find("packet length too long") != std::string::npos)
+                why += " (the server does not speak TLS on this port: a redis:// URL for a plain one)";
+            return failed_connect(errc::tls_failed, where + ": " + why);
+        }
+    }
+
+    // What a failed TLS call says: OpenSSL's queued errors, or the socket's.
+    std::string tls_words(int e) {
+        std::string words = tls_errors();
+        if (!words.empty()) return words;
+        if (e == SSL_ERROR_ZERO_RETURN) return "the server closed the TLS connection";
+        if (e == SSL_ERROR_SYSCALL && errno != 0) return std::strerror(errno);
+        return "the server closed the connection";
     }
 
     static result<reply> answer(reply r) {
@@ -431,17 +647,29 @@ private:
     }
 
     // The call was (maybe) sent and no reply came: the connection is
-    // dropped (a late reply must not be read as the next call's).
+    // dropped (a late reply must not be read as the next call's). A TLS
+    // alert from the server (a client certificate refused) is tls_failed.
     unexpected<coord::error> lost(int why, bool writes) {
-        std::string words = why == timed_out ? "no reply within the call's deadline"
-                            : c_ && c_->err  ? std::string(c_->errstr)
-                                             : "the connection broke";
+        std::string words = why == timed_out ? "no reply within the call's deadline" : broke_;
+        const auto own = why == timed_out ? errc::deadline_passed : tls_refused_ ? errc::tls_failed : errc::connection_failed;
         drop();
-        const auto own = why == timed_out ? errc::deadline_passed : errc::connection_failed;
         return unexpected(coord::detail::engine_failure(coord::detail::call_fate::lost_after_send, writes,
                                                         coord::error(make_error_code(own), words)));
     }
+    int broke(std::string words, bool tls_refused = false) {
+        broke_ = std::move(words);
+        tls_refused_ = tls_refused;
+        return broken;
+    }
 
+    // One formatted command more to send.
+    void append_argv(int argc, const char** argv, const std::size_t* lens) {
+        char* cmd = nullptr;
+        const int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+        if (n < 0 || !cmd) throw std::bad_alloc();
+        out_.append(cmd, static_cast<std::size_t>(n));
+        redisFreeCommand(cmd);
+    }
     void append(const command& cmd) {
         std::vector<const char*> argv;
         std::vector<std::size_t> lens;
@@ -451,7 +679,7 @@ private:
             argv.push_back(a.data());
             lens.push_back(a.size());
         }
-        (void)redisAppendCommandArgv(c_, static_cast<int>(cmd.size()), argv.data(), lens.data());
+        append_argv(static_cast<int>(cmd.size()), argv.data(), lens.data());
     }
     // EVAL or EVALSHA `what` with `keys` and `args`, formatted from where
     // they are (no copies: the hot path of every store call).
@@ -473,7 +701,7 @@ private:
         add(std::string_view(nkeys, static_cast<std::size_t>(n)));
         for (const auto& k : keys) add(k);
         for (const auto& a : args) add(a);
-        (void)redisAppendCommandArgv(c_, static_cast<int>(count), argv.data(), lens.data());
+        append_argv(static_cast<int>(count), argv.data(), lens.data());
     }
     // Flushes what was appended and reads `n` replies (one round trip).
     result<std::vector<reply>> replies(std::size_t n, bool writes, coord::detail::deadline until) {
@@ -489,30 +717,81 @@ private:
     }
 
     result<void, int> flush(coord::detail::deadline until) {
-        if (!c_) return unexpected(broken);
-        int done = 0;
-        for (;;) {
-            if (redisBufferWrite(c_, &done) == REDIS_ERR) return unexpected(broken);
-            if (done) return {};
-            const auto w = coord::detail::wait_fd(c_->fd, POLLOUT, until);
+        if (fd_ < 0) return unexpected(broke("not connected"));
+        std::size_t done = 0;
+        while (done < out_.size()) {
+            short wait_for = POLLOUT;
+            if (ssl_) {
+                // A write that wants to wait is tried again with the same bytes.
+                const int len = static_cast<int>(std::min<std::size_t>(out_.size() - done, INT_MAX));
+                ERR_clear_error();
+                const int n = SSL_write(ssl_, out_.data() + done, len);
+                const int e = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, n);
+                if (n > 0) {
+                    done += static_cast<std::size_t>(n);
+                    continue;
+                }
+                if (e == SSL_ERROR_WANT_READ) wait_for = POLLIN;
+                else if (e != SSL_ERROR_WANT_WRITE) return unexpected(broke(tls_words(e), e == SSL_ERROR_SSL));
+            } else {
+                const ssize_t n = ::send(fd_, out_.data() + done, out_.size() - done, MSG_NOSIGNAL);
+                if (n >= 0) {
+                    done += static_cast<std::size_t>(n);
+                    continue;
+                }
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) return unexpected(broke(std::strerror(errno)));
+            }
+            const auto w = coord::detail::wait_fd(fd_, wait_for, until);
             if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
-            if (w == coord::detail::wait_result::failed) return unexpected(broken);
+            if (w == coord::detail::wait_result::failed) return unexpected(broke(std::strerror(errno)));
         }
+        out_.clear();
+        return {};
     }
 
     result<reply, int> read(coord::detail::deadline until) {
-        if (!c_) return unexpected(broken);
+        if (fd_ < 0) return unexpected(broke("not connected"));
         for (;;) {
             void* r = nullptr;
-            if (redisGetReply(c_, &r) == REDIS_ERR) return unexpected(broken);
+            if (redisReaderGetReply(reader_, &r) == REDIS_ERR) return unexpected(broke(reader_->errstr));
             if (r) return reply(static_cast<redisReply*>(r));
-            const auto w = coord::detail::wait_fd(c_->fd, POLLIN, until);
+            char buf[16 * 1024];
+            if (ssl_) {
+                // Decrypted bytes may wait inside OpenSSL: read before polling.
+                ERR_clear_error();
+                const int n = SSL_read(ssl_, buf, sizeof buf);
+                const int e = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, n);
+                if (n > 0) {
+                    if (redisReaderFeed(reader_, buf, static_cast<std::size_t>(n)) != REDIS_OK) return unexpected(broke(reader_->errstr));
+                    continue;
+                }
+                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) return unexpected(broke(tls_words(e), e == SSL_ERROR_SSL));
+                const auto w = coord::detail::wait_fd(fd_, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until);
+                if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
+                if (w == coord::detail::wait_result::failed) return unexpected(broke(std::strerror(errno)));
+                continue;
+            }
+            const auto w = coord::detail::wait_fd(fd_, POLLIN, until);
             if (w == coord::detail::wait_result::timed_out) return unexpected(timed_out);
-            if (w == coord::detail::wait_result::failed || redisBufferRead(c_) == REDIS_ERR) return unexpected(broken);
+            if (w == coord::detail::wait_result::failed) return unexpected(broke(std::strerror(errno)));
+            const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+            if (n > 0) {
+                if (redisReaderFeed(reader_, buf, static_cast<std::size_t>(n)) != REDIS_OK) return unexpected(broke(reader_->errstr));
+            } else if (n == 0) {
+                return unexpected(broke("the server closed the connection"));
+            } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+                return unexpected(broke(std::strerror(errno)));
+            }
         }
     }
 
-    redisContext* c_ = nullptr;
+    int fd_ = -1;
+    SSL* ssl_ = nullptr;            // over TLS: the session on fd_
+    redisReader* reader_ = nullptr; // hiredis's parser of the replies
+    std::string out_;               // commands formatted, not yet sent
+    std::string broke_;             // why the connection broke, for the error
+    bool tls_refused_ = false;      // it broke on a TLS alert or protocol error
     bool subscribed_ = false;
 };
 
@@ -534,12 +813,17 @@ public:
         coord::detail::check_timeout("coord::redis::options::connect_timeout", opts_.connect_timeout);
         if (opts_.prefix.empty() || opts_.prefix.size() > 64 || opts_.prefix.find_first_of("{}") != std::string::npos)
             throw std::invalid_argument("coord::redis::options::prefix must be 1 to 64 characters without braces");
+        if (opts_.cert_file.empty() != opts_.key_file.empty())
+            throw std::invalid_argument("coord::redis::options::cert_file and key_file go together (a client certificate and its key)");
+        if (address_.tls || !opts_.ca_file.empty() || !opts_.cert_file.empty()) tls_ = detail::make_tls_context(opts_);
     }
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
 
     const std::string& url() const noexcept { return url_; }
     const options& opts() const noexcept { return opts_; }
+    /// True when the connections speak TLS.
+    bool tls() const noexcept { return tls_ != nullptr; }
 
     /// One call: a connection of the pool for its whole step, and its
     /// deadline (options::operation_timeout from now).
@@ -605,7 +889,7 @@ public:
                 return unexpected(coord::error(make_error_code(errc::deadline_passed),
                                                "no pooled connection came free within " +
                                                    detail::millis_text(p_.opts_.operation_timeout)));
-            return c_->connect(p_.address_, p_.opts_, until_);
+            return c_->connect(p_.address_, p_.opts_, p_.tls_.get(), until_);
         }
 
         pool& p_;
@@ -617,6 +901,7 @@ private:
     std::string url_;
     options opts_;
     address address_;
+    detail::tls_context tls_;  // null: plain TCP
     coord::detail::connection_pool<detail::connection> slots_;
 };
 
