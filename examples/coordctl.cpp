@@ -6,7 +6,7 @@
 //   2 bad usage or configuration; 1 infrastructure error (I/O, corrupt state).
 //
 // S is any store spec: file:PATH, sqlite:PATH, postgres:CONNINFO,
-// redis://HOST:PORT[/DB], etcd://HOST:PORT[,...], zookeeper://HOST:PORT[,...][/ROOT];
+// redis[s]://HOST:PORT[/DB], etcd[s]://HOST:PORT[,...], zookeeper://HOST:PORT[,...][/ROOT];
 // every command with a store takes --timeout D. `coordctl --help` is the
 // full list; in short:
 //
@@ -89,13 +89,14 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis://HOST:PORT[/DB], etcd[s]://HOST:PORT[,...] or\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis[s]://HOST:PORT[/DB], etcd[s]://HOST:PORT[,...] or\n"
     "   zookeeper://HOST:PORT[,...][/ROOT] (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s; and the store's credentials: --store-user NAME, the password from\n"
     "   --store-password-file FILE (one line, mode 600) or COORD_STORE_PASSWORD: postgres, redis, etcd, zookeeper\n"
     "   (its digest identity, put in its nodes' ACL); TLS: --store-ca-file, --store-cert-file, --store-key-file\n"
-    "   (PEM): etcds://, postgres: (sslrootcert with verify-full, sslcert, sslkey))\n"
+    "   (PEM): rediss:// and etcds:// (a CA or certificate switches redis:// to TLS), postgres: (sslrootcert with\n"
+    "   verify-full, sslcert, sslkey))\n"
     "  store init    --store S --segment-floor N --fence-floor N|now --ledger-floor ISO|now|none\n"
     "                [--reservation-floor ISO|now|none] [--force]\n"
     "                (postgres:, redis://, etcd://, zookeeper://: once before first use, and after it lost its data or was\n"
