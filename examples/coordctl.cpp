@@ -89,8 +89,9 @@ constexpr int exit_ok = 0, exit_infra = 1, exit_usage = 2, exit_refused = 3;
 
 constexpr const char* usage_text =
     "usage: coordctl <command> [options]\n"
-    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis[s]://HOST:PORT[/DB], etcd[s]://HOST:PORT[,...] or\n"
-    "   zookeeper://HOST:PORT[,...][/ROOT] (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
+    "  (--store: file:PATH, sqlite:PATH, postgres:CONNINFO, redis[s]://HOST:PORT[/DB],\n"
+    "   redis[s]+sentinel://HOST:PORT[,...]/MASTER[/DB], etcd[s]://HOST:PORT[,...] or zookeeper://HOST:PORT[,...][/ROOT]\n"
+    "   (no sessions on etcd and zookeeper, no ledger on etcd); every command with a store\n"
     "   takes --timeout DURATION, 500ms/90s/15m/2h: each call's bound, the store's default otherwise: file 10s lock\n"
     "   wait, postgres and redis 5s; and the store's credentials: --store-user NAME, the password from\n"
     "   --store-password-file FILE (one line, mode 600) or COORD_STORE_PASSWORD: postgres, redis, etcd, zookeeper\n"

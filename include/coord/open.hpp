@@ -6,6 +6,8 @@
 //   postgres:CONNINFO                           coord::postgres::store (libpq's conninfo)
 //   redis://HOST:PORT[/DB]                      coord::redis::store
 //   rediss://HOST:PORT[/DB]                     the same over TLS
+//   redis+sentinel://HOST:PORT[,...]/MASTER[/DB] the master Redis Sentinel names
+//                                               (rediss+sentinel:// over TLS)
 //   etcd://HOST:PORT[,HOST:PORT...]             coord::etcd::store
 //   etcds://HOST:PORT[,HOST:PORT...]            the same over TLS
 //   zookeeper://HOST:PORT[,HOST:PORT...][/ROOT] coord::zookeeper::store
@@ -105,7 +107,7 @@ inline std::string store_url_forms() {
     s += ", postgres:CONNINFO";
 #endif
 #if defined(COORD_HAS_REDIS)
-    s += ", redis[s]://HOST:PORT[/DB]";
+    s += ", redis[s]://HOST:PORT[/DB], redis[s]+sentinel://HOST:PORT[,...]/MASTER[/DB]";
 #endif
 #if defined(COORD_HAS_ETCD)
     s += ", etcd[s]://HOST:PORT[,HOST:PORT...]";
@@ -295,8 +297,9 @@ Store open_store(std::string_view url, const open_options& o = {}) {
 #endif
 #if defined(COORD_HAS_REDIS)
     else if constexpr (std::is_same_v<Store, redis::store>) {
-        const bool tls = u.rfind("rediss://", 0) == 0;
-        if (!tls) form("redis://", "redis://HOST:PORT[/DB] (rediss:// for TLS)");
+        const bool tls = u.rfind("rediss://", 0) == 0 || u.rfind("rediss+sentinel://", 0) == 0;
+        if (!tls && u.rfind("redis+sentinel://", 0) != 0)
+            form("redis://", "redis://HOST:PORT[/DB] (rediss:// for TLS, redis+sentinel://HOST:PORT[,...]/MASTER[/DB] for Sentinels)");
         if (auto a = redis::parse_url(parts.store); !a) throw malformed(a.error());
         redis::options ro;
         if (timed) ro.operation_timeout = ro.connect_timeout = o.timeout;
@@ -406,7 +409,8 @@ decltype(auto) with_store(std::string_view url, F&& f, const open_options& o = {
     }
 #endif
 #if defined(COORD_HAS_REDIS)
-    if (u.rfind("redis://", 0) == 0 || u.rfind("rediss://", 0) == 0) {
+    if (u.rfind("redis://", 0) == 0 || u.rfind("rediss://", 0) == 0 || u.rfind("redis+sentinel://", 0) == 0 ||
+        u.rfind("rediss+sentinel://", 0) == 0) {
         auto store = open_store<redis::store>(u, o);
         return std::forward<F>(f)(store);
     }

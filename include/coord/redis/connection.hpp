@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -57,6 +58,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -133,41 +135,87 @@ struct std::is_error_code_enum<coord::redis::errc> : std::true_type {};
 
 namespace coord::redis {
 
-/// Where the server is: redis://HOST:PORT[/DB], or rediss:// for TLS.
-struct address {
+/// One server: a host (an IPv6 address without its brackets) and a port.
+struct server {
     std::string host;
+    int port = 6379;
+};
+
+/// Where the server is: redis://HOST:PORT[/DB] (rediss:// for TLS), or the
+/// Sentinels that name it: redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB]
+/// (rediss+sentinel:// for TLS to the Sentinels and the master alike).
+struct address {
+    std::string host;  // the server (without Sentinels)
     int port = 6379;
     int db = 0;
     bool tls = false;
+    std::vector<server> sentinels{};  // asked, in order, for the master's address
+    std::string master{};             // the name the Sentinels monitor it under
 };
 
-/// Parses redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB] (TLS; HOST a
-/// name, an IPv4 address or [IPv6]; PORT 1 to 65535; DB 0 to 15, default 0).
-/// The error says what is wrong.
+/// Parses redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB] (TLS),
+/// redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB] and
+/// rediss+sentinel://... (HOST a name, an IPv4 address or [IPv6]; PORT 1 to
+/// 65535, 6379 and for a Sentinel 26379 when left out; MASTER letters,
+/// digits, '.', '-' and '_'; DB 0 to 15, default 0). The error says what is
+/// wrong.
 inline result<address, std::string> parse_url(std::string_view url) {
     address a;
-    a.tls = url.substr(0, 9) == "rediss://";
-    if (!a.tls && url.substr(0, 8) != "redis://")
-        return unexpected(std::string("a Redis URL starts with redis:// (rediss:// for TLS)"));
-    std::string_view rest = url.substr(a.tls ? 9 : 8);
-    std::string_view hostport = rest;
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-        hostport = rest.substr(0, slash);
-        const std::string_view db = rest.substr(slash + 1);
-        int v = -1;
-        auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), v);
-        if (db.empty() || ec != std::errc{} || p != db.data() + db.size() || v < 0 || v > 15)
-            return unexpected(std::string("the database after / must be 0 to 15"));
-        a.db = v;
-    }
-    if (hostport.find('@') != std::string_view::npos)
+    bool sentinel = false;
+    std::string_view rest;
+    for (const auto& [scheme, tls, by_sentinel] :
+         {std::tuple{std::string_view("redis://"), false, false}, std::tuple{std::string_view("rediss://"), true, false},
+          std::tuple{std::string_view("redis+sentinel://"), false, true},
+          std::tuple{std::string_view("rediss+sentinel://"), true, true}})
+        if (url.substr(0, scheme.size()) == scheme) {
+            a.tls = tls;
+            sentinel = by_sentinel;
+            rest = url.substr(scheme.size());
+            break;
+        }
+    if (rest.data() == nullptr)
+        return unexpected(std::string("a Redis URL starts with redis:// (rediss:// for TLS, redis+sentinel:// for Sentinels)"));
+    const auto slash = rest.find('/');
+    const std::string_view hosts = rest.substr(0, slash);
+    std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (hosts.find('@') != std::string_view::npos)
         return unexpected(std::string("credentials in the URL are not supported (give options::password)"));
-    if (hostport.empty()) return unexpected(std::string("the URL names no host"));
-    auto hp = coord::detail::parse_host_port(hostport, "server", 6379);
-    if (!hp) return unexpected(hp.error());
-    // hiredis takes an IPv6 address without its brackets.
-    a.host = hp->host.front() == '[' ? hp->host.substr(1, hp->host.size() - 2) : hp->host;
-    a.port = hp->port;
+    if (hosts.empty()) return unexpected(std::string("the URL names no host"));
+    auto unbracketed = [](const std::string& h) { return h.front() == '[' ? h.substr(1, h.size() - 2) : h; };
+    if (sentinel) {
+        for (std::string_view list = hosts;;) {
+            const auto comma = list.find(',');
+            auto hp = coord::detail::parse_host_port(list.substr(0, comma), "Sentinel", 26379);
+            if (!hp) return unexpected(hp.error());
+            a.sentinels.push_back({unbracketed(hp->host), hp->port});
+            if (comma == std::string_view::npos) break;
+            list = list.substr(comma + 1);
+        }
+        const auto end = path.find('/');
+        a.master = std::string(path.substr(0, end));
+        path = end == std::string_view::npos ? std::string_view() : path.substr(end + 1);
+        const bool named = !a.master.empty() && a.master.size() <= 128 &&
+                           std::all_of(a.master.begin(), a.master.end(), [](char c) {
+                               return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                                      c == '.' || c == '-' || c == '_';
+                           });
+        if (!named)
+            return unexpected(std::string("after the Sentinels comes /MASTER: the name they monitor the master under "
+                                          "(letters, digits, '.', '-', '_')"));
+        if (end == std::string_view::npos) return a;
+    } else {
+        if (slash == std::string_view::npos) path = std::string_view();
+        auto hp = coord::detail::parse_host_port(hosts, "server", 6379);
+        if (!hp) return unexpected(hp.error());
+        a.host = unbracketed(hp->host);
+        a.port = hp->port;
+        if (slash == std::string_view::npos) return a;
+    }
+    int v = -1;
+    auto [p, ec] = std::from_chars(path.data(), path.data() + path.size(), v);
+    if (path.empty() || ec != std::errc{} || p != path.data() + path.size() || v < 0 || v > 15)
+        return unexpected(std::string("the database after / must be 0 to 15"));
+    a.db = v;
     return a;
 }
 
@@ -410,21 +458,97 @@ public:
     }
     bool subscribed() const noexcept { return subscribed_; }
 
-    /// Opens the connection unless it is open, by `until` and within the
-    /// connect timeout: TCP, the TLS handshake with `tls` when not null, then
-    /// AUTH and SELECT as the address and options say (PING when neither),
-    /// one round trip.
+    /// Opens the connection unless it is open and alive (an open one the
+    /// server closed meanwhile is opened again: nothing was sent on it), by
+    /// `until` and within the connect timeout. With Sentinels, one of them
+    /// names the master first. Then TCP, the TLS handshake with `tls` when
+    /// not null, and one round trip: AUTH and SELECT as the address and
+    /// options say, and ROLE with Sentinels (a server that is not a master
+    /// is refused: errc::read_only), PING when there is nothing else.
     result<void> connect(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline until) {
-        if (fd_ >= 0) return {};
+        if (fd_ >= 0) {
+            if (alive()) return {};
+            drop();
+        }
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
-        const std::string where = a.host + ":" + std::to_string(a.port);
+        server target{a.host, a.port};
+        if (!a.sentinels.empty()) {
+            auto m = ask_sentinels(a, o, tls, limit);
+            if (!m) return unexpected(m.error());
+            target = std::move(*m);
+        }
+        if (auto c = open(target, o, tls, limit); !c) return c;
+        const std::string where = target.host + ":" + std::to_string(target.port);
+        std::vector<command> hello;
+        if (!o.password.empty()) {
+            if (o.user.empty()) hello.push_back({"AUTH", o.password});
+            else hello.push_back({"AUTH", o.user, o.password});
+        }
+        if (a.db != 0) hello.push_back({"SELECT", std::to_string(a.db)});
+        if (!a.sentinels.empty()) hello.push_back({"ROLE"});
+        if (hello.empty()) hello.push_back({"PING"});
+        auto r = greet(hello, tls != nullptr, limit, where);
+        if (!r) return unexpected(r.error());
+        if (!a.sentinels.empty() && element(r->back().get(), 0) != "master") {
+            drop();
+            return not_sent(errc::read_only, where + ": Sentinel named it the master of " + a.master + ", and it is a " +
+                                                 std::string(element(r->back().get(), 0)) + " (a failover under way?)");
+        }
+        return {};
+    }
+
+    /// Whether the server closed this connection (or reset it) while it was
+    /// idle: one peek at the socket, no wait.
+    bool alive() const noexcept {
+        char b;
+        const ssize_t n = ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+    }
+
+    /// The pool's count of failovers seen when this connection was made.
+    std::uint64_t epoch = 0;
+
+private:
+    // The master's address from the first Sentinel that names one.
+    result<server> ask_sentinels(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline limit) {
+        std::string why;
+        for (const auto& sen : a.sentinels) {
+            const std::string at = sen.host + ":" + std::to_string(sen.port);
+            connection s;
+            auto r = s.open(sen, o, tls, limit);
+            std::optional<std::vector<reply>> answer;
+            if (r) {
+                auto g = s.greet({{"SENTINEL", "get-master-addr-by-name", a.master}}, tls != nullptr, limit, at);
+                if (g) answer = std::move(*g);
+                else r = unexpected(g.error());
+            }
+            if (!r) {
+                why += (why.empty() ? "" : "; ") + r.error().detail();
+                if (r.error() == errc::tls_failed) return unexpected(r.error());
+                continue;
+            }
+            const redisReply* named = (*answer)[0].get();
+            const auto port = i64_of(element(named, 1));
+            if (named->type == REDIS_REPLY_ERROR || elements(named) != 2 || !port) {
+                why += (why.empty() ? "" : "; ") + at + (named->type == REDIS_REPLY_ERROR ? ": " + std::string(text(named))
+                                                                                          : ": knows no master named " + a.master);
+                continue;
+            }
+            return server{std::string(element(named, 0)), static_cast<int>(*port)};
+        }
+        return not_sent(errc::connection_failed, "no Sentinel named the master of " + a.master + ": " + why);
+    }
+
+    // TCP to `target` and, with `tls`, the handshake.
+    result<void> open(const server& target, const options& o, SSL_CTX* tls, coord::detail::deadline limit) {
+        const std::string where = target.host + ":" + std::to_string(target.port);
         const std::string in_time = millis_text(std::min(o.connect_timeout, o.operation_timeout));
         addrinfo hints{};
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
         addrinfo* found = nullptr;
-        const std::string port = std::to_string(a.port);
-        if (const int rc = ::getaddrinfo(a.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+        const std::string port = std::to_string(target.port);
+        if (const int rc = ::getaddrinfo(target.host.c_str(), port.c_str(), &hints, &found); rc != 0)
             return not_sent(errc::connection_failed, where + ": " + ::gai_strerror(rc));
         std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, ::freeaddrinfo);
         std::string why = "no address";
@@ -468,16 +592,17 @@ public:
         const unsigned user_timeout = static_cast<unsigned>(std::min<std::int64_t>(o.operation_timeout.count(), 1 << 30));
         (void)::setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
         if (tls) {
-            if (auto h = handshake(a.host, tls, limit, where, in_time); !h) return h;
+            if (auto h = handshake(target.host, tls, limit, where, in_time); !h) return h;
         }
-        std::vector<command> hello;
-        if (!o.password.empty()) {
-            if (o.user.empty()) hello.push_back({"AUTH", o.password});
-            else hello.push_back({"AUTH", o.user, o.password});
-        }
-        if (a.db != 0) hello.push_back({"SELECT", std::to_string(a.db)});
-        if (hello.empty()) hello.push_back({"PING"});
-        // Nothing of the call is sent before this check answered.
+        return {};
+    }
+
+    // The first round trip on a new connection: `hello`'s replies, or why
+    // the connection is refused (nothing of a call was sent yet). An error
+    // reply is the error: LOADING and the credentials' refusals keep their
+    // codes, any other (a SELECT refused) is a connection that failed.
+    result<std::vector<reply>> greet(const std::vector<command>& hello, bool tls, coord::detail::deadline limit,
+                                     const std::string& where) {
         auto r = run(hello, false, limit);
         if (!r) {
             std::string said = where + ": " + r.error().detail();
@@ -501,16 +626,15 @@ public:
         }
         for (const auto& one : *r)
             if (one->type == REDIS_REPLY_ERROR) {
-                // LOADING and the credentials' refusals keep their codes; a
-                // SELECT refused is a connection that failed.
                 const coord::error e = server_error(text(one.get()));
                 drop();
                 return unexpected(coord::error(e == errc::server_refused ? make_error_code(errc::connection_failed) : e.code(),
                                                where + ": " + e.detail()));
             }
-        return {};
+        return r;
     }
 
+public:
     /// Sends every command and reads every reply (one round trip), under
     /// `until`. Error replies come back as replies; a broken or silent
     /// connection is the error (outcome_unknown for a writing call).
@@ -846,12 +970,18 @@ public:
         result<detail::reply> eval(const detail::script& s, const std::vector<std::string>& keys,
                                    const std::vector<std::string>& args, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            return c_->eval(s, keys, args, writes, until_);
+            auto r = c_->eval(s, keys, args, writes, until_);
+            if (!r && r.error() == errc::read_only) demoted();
+            return r;
         }
         /// Commands in one round trip; error replies stay replies.
         result<std::vector<detail::reply>> run(const std::vector<detail::command>& cmds, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            return c_->run(cmds, writes, until_);
+            auto r = c_->run(cmds, writes, until_);
+            if (r)
+                for (const auto& one : *r)
+                    if (detail::text(one.get()).substr(0, 8) == "READONLY" && one->type == REDIS_REPLY_ERROR) demoted();
+            return r;
         }
         /// One command whose error reply is the error.
         result<detail::reply> command(const detail::command& cmd, bool writes) {
@@ -889,7 +1019,19 @@ public:
                 return unexpected(coord::error(make_error_code(errc::deadline_passed),
                                                "no pooled connection came free within " +
                                                    detail::millis_text(p_.opts_.operation_timeout)));
-            return c_->connect(p_.address_, p_.opts_, p_.tls_.get(), until_);
+            const std::uint64_t epoch = p_.epoch_.load();
+            if (c_->epoch != epoch) c_->drop();  // made before a failover: ask the Sentinels again
+            auto c = c_->connect(p_.address_, p_.opts_, p_.tls_.get(), until_);
+            if (c) c_->epoch = epoch;
+            return c;
+        }
+        // The server answered READONLY: with Sentinels, it is a master no
+        // longer, and every connection of the pool is made again (the
+        // Sentinels asked anew); without, the URL names a replica.
+        void demoted() {
+            if (p_.address_.sentinels.empty() || !c_) return;
+            c_->drop();
+            p_.epoch_.fetch_add(1);
         }
 
         pool& p_;
@@ -902,6 +1044,7 @@ private:
     options opts_;
     address address_;
     detail::tls_context tls_;  // null: plain TCP
+    std::atomic<std::uint64_t> epoch_{0};  // failovers seen (READONLY with Sentinels)
     coord::detail::connection_pool<detail::connection> slots_;
 };
 
