@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// coord/detail/deadline.hpp: the deadline every engine call runs under, and
-// the one wait on a socket that honours it. Shared by every engine's
+// coord/detail/deadline.hpp: the deadline every engine call runs under, the
+// one wait on a socket that honours it, and the check of an idle one. Shared by every engine's
 // connection layer, so that a paused or black-holed server gives an answer
 // in bounded time the same way everywhere.
 #pragma once
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
@@ -45,6 +46,20 @@ inline wait_result wait_fd(int fd, short events, deadline until) noexcept {
         if (errno == EINTR) continue;
         return wait_result::failed;
     }
+}
+
+/// What one peek at an idle connection's socket finds, without waiting: a
+/// pooled connection is checked so before a call is sent on it, and one the
+/// server closed is opened again (the call, never sent, is not an unknown
+/// outcome). Bytes waiting on an idle connection are the engine's to read
+/// (a notification, a TLS record, a last error before the close).
+enum class idle_socket { quiet, bytes_waiting, closed };
+inline idle_socket peek_idle(int fd) noexcept {
+    char b;
+    const ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return idle_socket::bytes_waiting;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return idle_socket::quiet;
+    return idle_socket::closed;
 }
 
 }  // namespace coord::detail

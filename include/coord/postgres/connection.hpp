@@ -358,10 +358,18 @@ public:
         next_name_ = 0;
     }
 
-    /// Opens the connection unless it is open, by `until` and within the
+    /// Opens the connection unless it is open and the server did not close
+    /// it while it was idle (then nothing was sent on it: it is opened
+    /// again, through every host of the conninfo), by `until` and within the
     /// connect timeout.
     result<void> connect(const std::string& conninfo, const options& o, coord::detail::deadline until) {
-        if (conn_ && PQstatus(conn_) == CONNECTION_OK) return {};
+        // libpq reads what waits (a notification, the server's last error
+        // before it closed) and finds the close.
+        if (conn_ && PQstatus(conn_) == CONNECTION_OK &&
+            (coord::detail::peek_idle(PQsocket(conn_)) == coord::detail::idle_socket::quiet ||
+             (PQconsumeInput(conn_) == 1 && PQstatus(conn_) == CONNECTION_OK &&
+              coord::detail::peek_idle(PQsocket(conn_)) != coord::detail::idle_socket::closed)))
+            return {};
         drop();
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
         const std::string idle = std::to_string(o.keepalive_idle.count());

@@ -467,7 +467,7 @@ public:
     /// is refused: errc::read_only), PING when there is nothing else.
     result<void> connect(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline until) {
         if (fd_ >= 0) {
-            if (alive()) return {};
+            if (idle_and_open()) return {};
             drop();
         }
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
@@ -497,12 +497,20 @@ public:
         return {};
     }
 
-    /// Whether the server closed this connection (or reset it) while it was
-    /// idle: one peek at the socket, no wait.
-    bool alive() const noexcept {
+    /// Whether this idle connection is still open: nothing waits on its
+    /// socket, or, over TLS, only records OpenSSL reads without a byte for
+    /// the caller (a session ticket). A close (with TLS's close_notify or
+    /// without), or bytes nobody asked for, and it is not.
+    bool idle_and_open() {
+        const auto idle = coord::detail::peek_idle(fd_);
+        if (idle == coord::detail::idle_socket::quiet) return true;
+        if (idle == coord::detail::idle_socket::closed || !ssl_) return false;
         char b;
-        const ssize_t n = ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+        ERR_clear_error();
+        const int n = SSL_read(ssl_, &b, 1);
+        const int e = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, n);
+        ERR_clear_error();
+        return e == SSL_ERROR_WANT_READ && coord::detail::peek_idle(fd_) != coord::detail::idle_socket::closed;
     }
 
     /// The pool's count of failovers seen when this connection was made.
