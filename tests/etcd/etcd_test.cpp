@@ -440,25 +440,17 @@ TEST(Etcd, NoEndpointReachableIsAClearErrorAndBadUrlsAreRefused) {
 }
 
 TEST(Etcd, APortThatNeverAnswersTimesOut) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(fd, 16), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    const coord::test::silent_port silent;
     coord::etcd::options o;
     o.operation_timeout = 300ms;
     const auto start = std::chrono::steady_clock::now();
     try {
-        coord::etcd::store store{"etcd://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), {}, o};
+        coord::etcd::store store{"etcd://" + silent.address(), {}, o};
         ADD_FAILURE() << "a port that never answers answered";
     } catch (const coord::store_error& e) {
         EXPECT_EQ(e.code(), coord::etcd::errc::deadline_passed) << e.what();
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, 300ms + 2s);  // a hang guard, not a speed claim
-    ::close(fd);
 }
 
 // A value above etcd's request limit is bad input, refused before it is

@@ -11,9 +11,6 @@
 // the connection is made, before any call is sent; the password is in no
 // message.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -176,24 +173,16 @@ TEST(RedisSecure, APlainClientOnTheTlsPortIsRefusedWhenItConnectsNeverAfterSendi
 TEST(RedisSecure, TlsToAPortThatDoesNotSpeakItIsRefusedInBoundedTime) {
     // A port that accepts and never answers (a plain Redis waits the same
     // way for the rest of a line the handshake never sends).
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(fd, 4), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    const coord::test::silent_port silent;
     auto o = signed_in("x");
     o.operation_timeout = o.connect_timeout = 200ms;
     try {
-        coord::redis::store s("rediss://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), {}, o);
+        coord::redis::store s("rediss://" + silent.address(), {}, o);
         ADD_FAILURE() << "a port that never answers answered";
     } catch (const coord::store_error& e) {
         EXPECT_EQ(e.code(), coord::redis::errc::connection_failed) << e.what();
         EXPECT_NE(std::string(e.what()).find("TLS"), std::string::npos) << e.what();
     }
-    ::close(fd);
 }
 
 TEST(RedisSecure, TlsFilesOpenSslCannotUseAreRefusedWhenTheStoreIsMade) {

@@ -23,6 +23,7 @@
 
 #include "coord/redis/store.hpp"
 #include "redis/redis_support.hpp"
+#include "support/failover_checks.hpp"
 
 namespace {
 
@@ -59,20 +60,7 @@ TEST(RedisSentinel, AFailoverToAReplicaThatHadEveryWriteIsFollowedAndEveryPromis
 
     // The pooled connection's server is gone: the next call asks the
     // Sentinels again and goes to the promoted master, first time.
-    auto r = s.fence_read("f");
-    ASSERT_TRUE(r) << r.error().message();
-    EXPECT_EQ(r->fence, a->token);
-    EXPECT_EQ(r->value, "by A");
-    EXPECT_EQ(s.fence_write("f", a->token - 1, "stale").error(), coord::errc::stale_fence);
-    auto held = s.lease_acquire("n", "B", 1h);
-    ASSERT_FALSE(held) << "a second holder after the failover";
-    EXPECT_EQ(held.error().code, coord::errc::lease_held) << held.error().code.message();
-    auto c = s.lease_acquire("other", "C", 1h);
-    ASSERT_TRUE(c) << c.error().code.message();
-    EXPECT_GT(c->token, a->token);
-    auto more = s.segment_allocate("ids", 10);
-    ASSERT_TRUE(more) << more.error().message();
-    EXPECT_GE(more->begin, ids->end) << "a segment ID handed out again";
+    coord::test::expect_every_promise_after_failover(s, *a, *ids);
     // A store opened now finds the new master too.
     coord::redis::store later(url(), {}, opts(prefix));
     auto again = later.fence_read("f");

@@ -1028,15 +1028,8 @@ TEST(Redis, APausedServerGivesUnknownOrUnavailableInBoundedTimeNeverASuccess) {
 }
 
 TEST(Redis, APortThatNeverAnswersTimesOut) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(fd, 16), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    const coord::test::silent_port silent;
+    const std::string url = "redis://" + silent.address();
     const auto took = timed([&] {
         try {
             coord::redis::store store{url, {}, short_timeouts()};
@@ -1046,7 +1039,6 @@ TEST(Redis, APortThatNeverAnswersTimesOut) {
         }
     });
     EXPECT_LT(took, 300ms + 2s);
-    ::close(fd);
 }
 
 TEST(Redis, ManyThreadsOnAFewConnectionsKeepEveryPromise) {

@@ -3,6 +3,9 @@
 // scratch directory, and the store factories the conformance suites run on.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -41,6 +45,32 @@ public:
 
 private:
     std::filesystem::path path_;
+};
+
+/// A port on 127.0.0.1 that takes connections (the kernel's backlog) and
+/// never answers: a server that hangs, for the tests of bounded waits.
+class silent_port {
+public:
+    silent_port() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+            ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+            throw std::runtime_error("silent_port: no listening socket on 127.0.0.1");
+        port_ = ntohs(addr.sin_port);
+    }
+    ~silent_port() { ::close(fd_); }
+    silent_port(const silent_port&) = delete;
+    silent_port& operator=(const silent_port&) = delete;
+    int port() const noexcept { return port_; }
+    /// "127.0.0.1:PORT"
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+private:
+    int fd_;
+    int port_ = 0;
 };
 
 /// A name no other test of any process uses: "t<pid>-<random>-<counter>"

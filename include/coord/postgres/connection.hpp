@@ -365,8 +365,11 @@ public:
     result<void> connect(const std::string& conninfo, const options& o, coord::detail::deadline until) {
         // libpq reads what waits (a notification, the server's last error
         // before it closed) and finds the close.
+        const auto now = coord::detail::deadline_clock::now();
+        const bool recent = now - used_ < coord::detail::idle_check_after;
+        used_ = now;
         if (conn_ && PQstatus(conn_) == CONNECTION_OK &&
-            (coord::detail::peek_idle(PQsocket(conn_)) == coord::detail::idle_socket::quiet ||
+            (recent || coord::detail::peek_idle(PQsocket(conn_)) == coord::detail::idle_socket::quiet ||
              (PQconsumeInput(conn_) == 1 && PQstatus(conn_) == CONNECTION_OK &&
               coord::detail::peek_idle(PQsocket(conn_)) != coord::detail::idle_socket::closed)))
             return {};
@@ -637,6 +640,7 @@ private:
     }
 
     PGconn* conn_ = nullptr;
+    coord::detail::deadline used_{};  // when a call last took it
     std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name, this connection
     std::uint64_t next_name_ = 0;                              // statement names are never reused on a connection
 };

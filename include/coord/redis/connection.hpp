@@ -466,10 +466,14 @@ public:
     /// options say, and ROLE with Sentinels (a server that is not a master
     /// is refused: errc::read_only), PING when there is nothing else.
     result<void> connect(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline until) {
+        const auto now = coord::detail::deadline_clock::now();
         if (fd_ >= 0) {
-            if (idle_and_open()) return {};
+            const bool recent = now - used_ < coord::detail::idle_check_after;
+            used_ = now;
+            if (recent || idle_and_open()) return {};
             drop();
         }
+        used_ = now;
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
         server target{a.host, a.port};
         if (!a.sentinels.empty()) {
@@ -924,6 +928,7 @@ private:
     std::string out_;               // commands formatted, not yet sent
     std::string broke_;             // why the connection broke, for the error
     bool tls_refused_ = false;      // it broke on a TLS alert or protocol error
+    coord::detail::deadline used_{};  // when a call last took it
     bool subscribed_ = false;
 };
 
