@@ -10,10 +10,13 @@
 #   the skip policy has its own test (coordctl_cron_policies).
 # - Job B (overlap allowed), whose command writes its effect to a fenced key
 #   under COORD_FENCE after a second: one runner is SIGKILLed mid-command
-#   (with its command: a machine that died), another SIGSTOPped with its
-#   command past its lease, the command resumed first (it writes late), then
-#   the runner. Every slot ran, each slot's effect was accepted exactly once,
-#   and the stopped runner's late write was refused.
+#   (with its command: a machine that died), another SIGSTOPped with every
+#   command it runs past its lease (a paused machine), the held command
+#   resumed first (it writes late), then the runner. Every slot ran, each
+#   slot's effect was accepted exactly once (twice, under a larger fence the
+#   second time, only for a slot whose command announced its write before
+#   the kill or the stop: at least once), and the stopped runner's late
+#   write was refused.
 # `coordctl cron status` shows every slot done.
 #
 #   coordctl_cron_test.sh COORDCTL STORE   (STORE: file, sqlite, postgres:CONNINFO, redis://HOST:PORT/DB or zookeeper://HOST:PORT)
@@ -107,8 +110,8 @@ echo "killed B$killed and its command (pid $job)"
 # write (this script saw the start late): its effect may then be in, and the
 # slot, never marked done, runs again under a larger fence (at least once,
 # as the README says): its second acceptance is no duplicate.
-rerun_slot=""
-grep -qx "$killed_slot $killed_fence" "$work/writing" 2>/dev/null && rerun_slot=$killed_slot
+rerun_slots=""
+grep -qx "$killed_slot $killed_fence" "$work/writing" 2>/dev/null && rerun_slots=$killed_slot
 # At about 10 s: the next of the others to start a command is stopped with it
 # for 3.5 s (the lease is 1.5 s) and until another runner has taken its slot
 # over.
@@ -119,14 +122,19 @@ for i in 1 2 3; do [ "$i" != "$killed" ] && others+=("$i"); done
 # would hold the store's one write lock, and no rival could take its slot
 # over until it woke. So it is stopped, a probe write checks that the lock is
 # free, and if not, it runs a moment and is stopped again.
+# The runner is stopped with every command it runs (a paused machine): with
+# --overlap allow and a slow command, an earlier slot's command may still
+# run beside the held one.
 probe_token=0
 stop_clear() {  # RUNNER_PID COMMAND_GROUP
-  local t
+  local t c
   for t in $(seq 1 10); do
     probe_token=$((probe_token + 1))
     kill -STOP "$1"; kill -STOP -- "-$2" 2>/dev/null
+    for c in $(pgrep -P "$1"); do kill -STOP -- "-$c" 2>/dev/null; done
     case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
     "$ctl" fence write --store "$store" --key "probe/$$" --token "$probe_token" --value free --timeout 1s >/dev/null 2>&1 && return 0
+    for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
     kill -CONT -- "-$2" 2>/dev/null; kill -CONT "$1"
     sleep 0.02
   done
@@ -152,18 +160,39 @@ if [ -z "$stopped" ] || ! stop_clear "${pids_b[$((stopped - 1))]}" "$job"; then
   for l in "$work"/b*.log; do echo "--- $l"; cat "$l"; done
   exit 1
 fi
+# The slots the stopped runner had started and not finished. One whose
+# command announced its write before the stop (a slow earlier slot beside
+# the held one) may have its effect in: never marked done, it runs again
+# under a larger fence (at least once), and its second acceptance is no
+# duplicate.
+in_flight=$(awk '$4 == "started" { split($5, s, "="); split($6, f, "="); run[s[2]] = f[2] }
+                 $4 == "finished" { split($5, s, "="); delete run[s[2]] }
+                 END { for (k in run) print k, run[k] }' "$work/b$stopped.log")
+while read -r s f; do
+  [ -n "$s" ] && [ "$s" != "$slot" ] && grep -qx "$s $f" "$work/writing" 2>/dev/null && rerun_slots="$rerun_slots $s"
+done <<< "$in_flight"
 : > "$work/release"  # read by the command when it is resumed: it then writes, late
 echo "stopped B$stopped and its command (pid $job)"
 sleep 3.5
 # Another runner takes the slot over (its lease lapsed) and its command
 # writes the slot's effect under a larger fence: waited for, however loaded
 # the machine is (20 s at most).
-taken_over() { awk -v s="$slot" -v f="$fence" '$1 == "accepted" && $2 == s && $3 > f { found = 1 } END { exit !found }' "$work/effects" 2>/dev/null; }
-for _ in $(seq 1 400); do taken_over && break; sleep 0.05; done
-# The command wakes first (its runner is still paused) and writes late, under
-# its old fence; then the runner wakes and learns it lost the slot.
+# So is every other slot the stopped runner had started and not finished
+# (its commands stopped with it): resumed before that, such a command's
+# write would land first, and the slot, never marked done, ran again.
+taken_over() { awk -v s="$1" -v f="$2" '$1 == "accepted" && $2 == s && $3 > f { found = 1 } END { exit !found }' "$work/effects" 2>/dev/null; }
+for _ in $(seq 1 400); do
+  all=1
+  while read -r s f; do [ -n "$s" ] && ! taken_over "$s" "$f" && all=0; done <<< "$in_flight"
+  [ "$all" = 1 ] && break
+  sleep 0.05
+done
+# The held command wakes first (its runner is still paused) and writes late,
+# under its old fence; then the runner wakes with its other commands and
+# learns it lost the slots.
 kill -CONT -- "-$job" 2>/dev/null
 sleep 1.5
+for c in $(pgrep -P "${pids_b[$((stopped - 1))]}"); do kill -CONT -- "-$c" 2>/dev/null; done
 kill -CONT "${pids_b[$((stopped - 1))]}"
 echo "resumed B$stopped"
 
@@ -224,13 +253,13 @@ awk '{ sub(/.*@/, "", $1); if (substr($4, 1, 19) != substr($1, 1, 19)) exit 1 }'
 
 # Job B: each slot's effect accepted once; the late write refused.
 accepted=$(grep '^accepted' "$work/effects" | cut -d' ' -f2 | sort)
-dups=$(echo "$accepted" | uniq -d | grep -vx -- "${rerun_slot:-none}")
+dups=$(echo "$accepted" | uniq -d | grep -vxF -f <(printf '%s\n' none $rerun_slots))
 [ -z "$dups" ] || fail "job B: effects accepted twice: $dups"
-if [ -n "$rerun_slot" ]; then
-  echo "the kill landed after B$killed's command announced its write: $rerun_slot may run twice"
+for rerun_slot in $rerun_slots; do
+  echo "the kill or the stop landed after a command of B announced its write: $rerun_slot may run twice"
   awk -v s="$rerun_slot" '$1 == "accepted" && $2 == s { if (seen && $3 <= last) bad = 1; seen = 1; last = $3 } END { exit bad }' "$work/effects" \
     || fail "job B: the re-run of $rerun_slot was not under a larger fence: $(cat "$work/effects")"
-fi
+done
 check_every_slot "job B" "$job_b" "$(echo "$accepted" | uniq)" "$work"/b[123].log
 grep -q '^refused .* stale fence' "$work/effects" || fail "job B: the stopped runner's late write was not refused: $(cat "$work/effects")"
 grep -q ' lost .*not recorded' "$work/b$stopped.log" || fail "runner B$stopped did not log that it lost its slot: $(cat "$work/b$stopped.log")"
