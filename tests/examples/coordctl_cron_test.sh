@@ -118,28 +118,10 @@ grep -qx "$killed_slot $killed_fence" "$work/writing" 2>/dev/null && rerun_slots
 sleep 4
 others=()
 for i in 1 2 3; do [ "$i" != "$killed" ] && others+=("$i"); done
-# On an embedded store the runner must not be stopped inside a write: it
-# would hold the store's one write lock, and no rival could take its slot
-# over until it woke. So it is stopped, a probe write checks that the lock is
-# free, and if not, it runs a moment and is stopped again.
-# The runner is stopped with every command it runs (a paused machine): with
-# --overlap allow and a slow command, an earlier slot's command may still
-# run beside the held one.
-probe_token=0
-stop_clear() {  # RUNNER_PID COMMAND_GROUP
-  local t c
-  for t in $(seq 1 10); do
-    probe_token=$((probe_token + 1))
-    kill -STOP "$1"; kill -STOP -- "-$2" 2>/dev/null
-    for c in $(pgrep -P "$1"); do kill -STOP -- "-$c" 2>/dev/null; done
-    case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
-    "$ctl" fence write --store "$store" --key "probe/$$" --token "$probe_token" --value free --timeout 1s >/dev/null 2>&1 && return 0
-    for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
-    kill -CONT -- "-$2" 2>/dev/null; kill -CONT "$1"
-    sleep 0.02
-  done
-  return 1
-}
+# The runner is stopped with every command it runs (a paused machine), and
+# never inside a write of an embedded store (coordctl_lib.sh's stop_clear):
+# with --overlap allow and a slow command, an earlier slot's command may
+# still run beside the held one.
 # The next command to start is held before its write (job_b.sh), so the
 # stop lands before it however late this script sees the start: its runner
 # is the one whose log shows that slot and fence started.
@@ -192,8 +174,7 @@ done
 # learns it lost the slots.
 kill -CONT -- "-$job" 2>/dev/null
 sleep 1.5
-for c in $(pgrep -P "${pids_b[$((stopped - 1))]}"); do kill -CONT -- "-$c" 2>/dev/null; done
-kill -CONT "${pids_b[$((stopped - 1))]}"
+resume_all "${pids_b[$((stopped - 1))]}"
 echo "resumed B$stopped"
 
 for i in 1 2 3; do

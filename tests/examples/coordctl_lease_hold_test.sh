@@ -70,11 +70,11 @@ expect 0 "released" -- lease release --store "$store" --name "$run" --owner next
   bash -c 'echo $$ > "$0"; trap "echo stopped > $0.term; exit 0" TERM; while :; do sleep 0.05; done' "$dir/child" 2>"$err" &
 pid=$!
 for _ in $(seq 100); do [ -s "$dir/child" ] && break; sleep 0.05; done
-kill -STOP "$pid"
+stop_clear "$pid" || fail "the holder could not be stopped outside a write of the store"
 sleep "$stopped"
 out=$("$ctl" lease acquire --store "$store" --name "$run-p" --owner taker --ttl 60000); rc=$?
 [ "$rc" = 0 ] || fail "the name is free after the stopped holder's term: rc=$rc '$out'"
-kill -CONT "$pid"
+resume_all "$pid"
 wait "$pid"; rc=$?
 [ "$rc" = 3 ] || fail "a holder that lost its lease exits 3: got $rc"
 grep -q "lost $run-p" "$err" || fail "the loss is said on standard error: $(cat "$err")"

@@ -119,3 +119,34 @@ refused() {
   grep -q -- "$words" "$err" || fail "$what: the message does not say '$words': $(cat "$err")"
   for p in "$dir"/*.password; do grep -q -- "$(cat "$p")" "$err" && fail "$what: a password in the message"; done
 }
+
+# stop_clear PID [GROUP]: SIGSTOP the process PID (a coordctl), the process
+# group GROUP and every command PID runs (a paused machine). On an embedded
+# store (file:, sqlite: in $store) it must not stop inside a write: it
+# would hold the store's one write lock, and nobody could take its lease
+# over until it woke. So a probe write checks that the lock is free, and if
+# not, everything runs a moment and is stopped again (10 tries; false when
+# none was clear).
+stop_probe=0
+stop_clear() {
+  local t c
+  for t in $(seq 1 10); do
+    stop_probe=$((stop_probe + 1))
+    kill -STOP "$1"
+    [ -n "${2:-}" ] && kill -STOP -- "-$2" 2>/dev/null
+    for c in $(pgrep -P "$1"); do kill -STOP -- "-$c" 2>/dev/null; done
+    case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
+    "$ctl" fence write --store "$store" --key "probe/$$" --token "$stop_probe" --value free --timeout 1s >/dev/null 2>&1 && return 0
+    for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
+    [ -n "${2:-}" ] && kill -CONT -- "-$2" 2>/dev/null
+    kill -CONT "$1"
+    sleep 0.02
+  done
+  return 1
+}
+# resume_all PID: SIGCONT every command PID runs, then PID.
+resume_all() {
+  local c
+  for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
+  kill -CONT "$1"
+}
