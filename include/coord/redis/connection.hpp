@@ -467,13 +467,12 @@ public:
     /// is refused: errc::read_only), PING when there is nothing else.
     result<void> connect(const address& a, const options& o, SSL_CTX* tls, coord::detail::deadline until) {
         const auto now = coord::detail::deadline_clock::now();
+        const bool recent = now - used_ < coord::detail::idle_check_after;
+        used_ = now;
         if (fd_ >= 0) {
-            const bool recent = now - used_ < coord::detail::idle_check_after;
-            used_ = now;
             if (recent || idle_and_open()) return {};
             drop();
         }
-        used_ = now;
         const auto limit = std::min(until, coord::detail::deadline_after(o.connect_timeout));
         server target{a.host, a.port};
         if (!a.sentinels.empty()) {
