@@ -29,6 +29,11 @@
 #                                      # etcdctl snapshot restore FILE, started on the same endpoint
 #   tests/etcd/etcd.sh conninfo DIR PORT [N] [secure]  # etcd://127.0.0.1:PORT[,...] (etcds:// when secure)
 #
+# COORD_MEMBER_GID_BASE=G at start (root): member i runs with group id G+i
+# (setpriv), so that iptables' owner match tells its packets from the other
+# members' (on loopback every member's connections come from 127.0.0.1): the
+# fault suite partitions a leader from the majority this way.
+#
 # No fsync (--unsafe-no-fsync) unless started durable: a SIGKILL loses
 # nothing the OS holds; the tests kill processes, not machines.
 set -euo pipefail
@@ -86,7 +91,8 @@ member_start() {  # member_start I STATE(new|existing)
   local tls=()
   secure && tls=(--cert-file "$dir/tls/server.crt" --key-file "$dir/tls/server.key" --client-cert-auth
                  --trusted-ca-file "$dir/tls/ca.crt")
-  setsid etcd --name "m$i" --data-dir "$m/data" "${tls[@]}" \
+  as_member "$i"
+  setsid "${member_prefix[@]}" etcd --name "m$i" --data-dir "$m/data" "${tls[@]}" \
     --listen-client-urls "$(scheme)://127.0.0.1:$c" --advertise-client-urls "$(scheme)://127.0.0.1:$c" \
     --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
     --initial-cluster "$(cluster_spec "$(members)" "$base")" --initial-cluster-state "$state" \
@@ -167,6 +173,7 @@ case "$cmd" in
     if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do member_stop "$i" KILL; done; fi
     rm -rf "$dir"; mkdir -p "$dir"
     echo "$base" > "$dir/port"; echo "$n" > "$dir/members"; echo "${5:-fast}" > "$dir/mode"
+    echo "${COORD_MEMBER_GID_BASE:-}" > "$dir/gid-base"
     secure && make_test_certs "$dir/tls"
     for i in $(seq 0 $((n - 1))); do member_start "$i" new; done
     wait_healthy $(seq 0 $((n - 1)))

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord_fault_check: reads a fault-suite history (tests/faults/checker.hpp),
 // prints one line per workload (operations, ok, refused, unknown,
-// violations) and the faults by kind, the violations' messages, and writes
-// the summary as JSON and a timeline as SVG when asked. Exit 0: no
+// violations) and the faults by kind, the violations' messages, each server
+// fault's stall (below), and writes the summary as JSON and a timeline as
+// SVG when asked. Exit 0: no
 // violation (and, with --control, the control showed violations); 1:
 // violations, or a control that showed none; 2: a history it cannot read.
 //
@@ -15,6 +16,12 @@
 // not catch an unfenced lock). --meta: strings copied into the summary
 // (engine, seed, seconds; "not_run.KIND=why" for a fault or workload the
 // engine cannot take).
+//
+// A server fault's stall: the longest stretch, from the fault's start to the
+// next fault's (or the workloads' end), in which no operation of the fenced workloads completed ok
+// (what every client saw of an election, a failover or a cut), with the
+// refused and unknown outcomes that ended inside it. A client fault stalls
+// no one: not measured.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -119,10 +126,9 @@ std::string svg(const std::vector<op>& main, const std::vector<op>& control, con
         const std::string kind = o.raw.value("kind", std::string("fault"));
         const std::string target = o.raw.value("target", std::string());
         const bool client = kind.rfind("client", 0) == 0 || kind == "clock";
-        const char* colour = kind == "partition" || kind == "connection-cut" ? "#9ecae1"
-                             : kind.rfind("server", 0) == 0                   ? "#fdae6b"
-                             : kind == "clock"                                ? "#c7e9c0"
-                                                                              : "#dadaeb";
+        const bool network = kind == "partition" || kind == "leader-partition" || kind == "connection-cut";
+        const bool server = kind.rfind("server", 0) == 0 || kind.rfind("leader", 0) == 0;
+        const char* colour = network ? "#9ecae1" : server ? "#fdae6b" : kind == "clock" ? "#c7e9c0" : "#dadaeb";
         const double x0 = x(o.t0), w = std::max(1.0, x(o.t1) - x0);
         int y0 = top, h = static_cast<int>(rows.size()) * row_h;
         if (client) {
@@ -178,6 +184,56 @@ std::string svg(const std::vector<op>& main, const std::vector<op>& control, con
     return s;
 }
 
+struct stall {
+    std::string kind, target;
+    std::int64_t t0 = 0, ms = 0;
+    std::size_t refused = 0, unknown = 0;
+};
+
+bool server_fault(const std::string& kind) {
+    return kind.rfind("client", 0) != 0 && kind != "clock";
+}
+
+std::vector<stall> stalls(const std::vector<op>& main) {
+    // Ok completions of the workloads, in time order (the final reads,
+    // after every fault healed and the workloads stopped, are not theirs).
+    std::vector<std::int64_t> done;
+    std::int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const auto& o : main) {
+        if (o.f == "fault" || o.f == "final" || o.proc == "final") continue;
+        first = std::min(first, o.t0);
+        last = std::max(last, o.t1);
+        if (o.ok()) done.push_back(o.t1);
+    }
+    std::sort(done.begin(), done.end());
+    std::vector<const op*> faults;
+    for (const auto& o : main)
+        if (o.f == "fault") faults.push_back(&o);
+    std::sort(faults.begin(), faults.end(), [](const op* a, const op* b) { return a->t0 < b->t0; });
+    std::vector<stall> out;
+    for (std::size_t k = 0; k < faults.size(); ++k) {
+        const op& f = *faults[k];
+        const std::string kind = f.raw.value("kind", std::string());
+        if (!server_fault(kind)) continue;
+        stall st{kind, f.raw.value("target", std::string()), f.t0 - first};
+        const std::int64_t end = std::min(k + 1 < faults.size() ? faults[k + 1]->t0 : INT64_MAX, last);
+        // Consecutive completions (a, b), their gap clipped to [t0, end).
+        std::int64_t a0 = 0, b0 = 0;
+        for (std::size_t i = 0; i + 1 < done.size(); ++i) {
+            const std::int64_t a = std::max(done[i], f.t0), b = std::min(done[i + 1], end);
+            if (b - a > st.ms) st.ms = b - a, a0 = a, b0 = b;
+        }
+        for (const auto& o : main)
+            if (o.f != "fault" && o.t1 > a0 && o.t1 < b0) {
+                if (o.unknown()) ++st.unknown;
+                else if (!o.ok()) ++st.refused;
+            }
+        st.ms /= 1000000;
+        out.push_back(st);
+    }
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,6 +278,11 @@ int main(int argc, char** argv) {
         if (k.rfind("not_run.", 0) == 0) std::printf("not run: %-14s %s\n", k.substr(8).c_str(), v.c_str());
     for (const auto& [name, w] : r.workloads)
         for (const auto& v : w.violations) std::printf("VIOLATION %s: %s\n", name.c_str(), v.c_str());
+    const auto stalled = stalls(main_ops);
+    for (const auto& st : stalled)
+        std::printf("stall %-16s %-6s at %5.1f s: %6lld ms without an ok operation (refused %zu, unknown %zu)\n",
+                    st.kind.c_str(), st.target.c_str(), static_cast<double>(st.t0) / 1e9, static_cast<long long>(st.ms),
+                    st.refused, st.unknown);
     const bool with_control = !control_path.empty();
     const bool control_caught = with_control && c.violations() > 0;
     if (with_control) {
@@ -247,6 +308,10 @@ int main(int argc, char** argv) {
         if (k.rfind("not_run.", 0) == 0) summary["not_run"][k.substr(8)] = v;
         else summary[k] = v;
     }
+    summary["stalls"] = nlohmann::json::array();
+    for (const auto& st : stalled)
+        summary["stalls"].push_back({{"kind", st.kind}, {"target", st.target}, {"at_ms", st.t0 / 1000000}, {"ms", st.ms},
+                                     {"refused", st.refused}, {"unknown", st.unknown}});
     summary["violations"] = r.violations();
     summary["passed"] = r.violations() == 0 && (!with_control || control_caught);
     if (!summary_path.empty()) {

@@ -422,9 +422,17 @@ void durability_final(Store& store, const args& a, history& h) {
         }
     }
     coord::basic_keyed_fenced_resource res{store};
+    // The final reads run once every fault healed; a cluster may still be
+    // electing: a read that fails is tried again for up to a minute (a
+    // failed read is no loss), and only its last outcome is recorded.
+    const auto give_up = mono_ns() + 60'000'000'000;
     for (const auto& key : keys) {
         const auto t0 = mono_ns();
         auto v = res.read(key);
+        while (!v && mono_ns() < give_up) {
+            std::this_thread::sleep_for(200ms);
+            v = res.read(key);
+        }
         if (!v) h.add(t0, a.proc, "final", type_of(v.error()), {{"key", key}, {"why", v.error().message()}});
         else if (!v->written) h.add(t0, a.proc, "final", "ok", {{"key", key}, {"present", false}});
         else h.add(t0, a.proc, "final", "ok", {{"key", key}, {"value", v->value}});
@@ -504,7 +512,18 @@ int main(int argc, char** argv) {
             throw std::invalid_argument("--workload, --proc and --history are required");
         if (a.slots == 0 || a.slots > 100000) throw std::invalid_argument("--slots must be 1..100000");
         if (const char* env = std::getenv("COORD_STORE_PASSWORD"); env && *env && open.password.empty()) open.password = env;
-        return coord::with_store(a.store, [&](auto& store) { return run(store, a); }, open);
+        // A final read opens the store once every fault healed; a cluster
+        // may still be electing: opening is tried again for up to a minute.
+        bool opened = false;
+        const auto give_up = mono_ns() + 60'000'000'000;
+        for (;;) {
+            try {
+                return coord::with_store(a.store, [&](auto& store) { opened = true; return run(store, a); }, open);
+            } catch (const coord::store_error& e) {
+                if (opened || a.cmd != "final" || mono_ns() >= give_up) throw;
+                std::this_thread::sleep_for(200ms);
+            }
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "coord_fault_client: %s\n", e.what());
         return 1;

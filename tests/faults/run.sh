@@ -6,7 +6,11 @@
 #
 #   tests/faults/run.sh --engine ENGINE [--seconds N] [--seed S] [--out DIR] [--build DIR]
 #
-# ENGINE: file, sqlite, postgres, redis, etcd or zookeeper. The servers are
+# ENGINE: file, sqlite, postgres, redis, etcd or zookeeper (one server), or
+# etcd-cluster or zookeeper-ensemble (three members: the leader killed,
+# paused and cut off from the majority, elections), or postgres-standby (a
+# primary and its synchronous standby: the primary killed and the standby
+# promoted, the standby stopped under the primary's commits). The servers are
 # started here through the project's own scripts (tests/<engine>.sh, with
 # the engine's durable settings: PostgreSQL's fsync and synchronous commit,
 # Redis appendfsync always, etcd's fsync, ZooKeeper forceSync=yes), on ports
@@ -31,10 +35,18 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper [--seconds N] [--seed S] [--out DIR] [--build DIR] [--dry-run]" >&2; exit 2 ;;
+    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper|etcd-cluster|zookeeper-ensemble|postgres-standby [--seconds N] [--seed S] [--out DIR] [--build DIR] [--dry-run]" >&2; exit 2 ;;
   esac
 done
-case "$engine" in file|sqlite|postgres|redis|etcd|zookeeper) ;; *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd or zookeeper" >&2; exit 2 ;; esac
+# family: the engine (its scripts in tests/F/); members: 3 for a cluster, 2
+# for a primary and its standby.
+case "$engine" in
+  file|sqlite|postgres|redis|etcd|zookeeper) family=$engine members=1 ;;
+  etcd-cluster) family=etcd members=3 ;;
+  zookeeper-ensemble) family=zookeeper members=3 ;;
+  postgres-standby) family=postgres members=2 ;;
+  *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd, zookeeper, etcd-cluster, zookeeper-ensemble or postgres-standby" >&2; exit 2 ;;
+esac
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 10 ] && [ "$seconds" -le 3600 ] || { echo "$0: --seconds must be 10..3600" >&2; exit 2; }
 [[ "$seed" =~ ^[0-9]+$ ]] && [ "$seed" -le 2147483647 ] || { echo "$0: --seed must be 0..2147483647" >&2; exit 2; }
 [ -n "$out" ] || out="/tmp/coord-faults/$engine"
@@ -78,12 +90,30 @@ done
 
 declare -A not_run=()
 workloads=(register control ids ledger durability)
-if [ "$engine" = etcd ]; then
+if [ "$family" = etcd ]; then
   workloads=(register control ids durability)
   not_run[ledger]="etcd keeps no job ledger (no server clock to judge a replay window on)"
 fi
 faults=(client-pause client-kill clock)
-if [ "$server" = 1 ]; then
+if [ "$members" = 2 ]; then
+  # A primary and its synchronous standby: a failover (the standby
+  # promoted, the old primary rebuilt as its standby), and the standby
+  # stopped (the primary's commits wait for it); partition and
+  # connection-cut are about the primary's client port.
+  faults+=(primary-kill primary-pause standby-pause)
+  if [ "$partitions" = 1 ]; then faults+=(partition connection-cut)
+  else
+    for k in partition connection-cut; do not_run[$k]="needs root (a network namespace and iptables)"; done
+  fi
+elif [ "$members" = 3 ]; then
+  # A cluster: the member that leads at the fault's start is its target;
+  # partition and connection-cut are about the leader's client port.
+  faults+=(leader-kill leader-pause)
+  if [ "$partitions" = 1 ]; then faults+=(leader-partition partition connection-cut)
+  else
+    for k in leader-partition partition connection-cut; do not_run[$k]="needs root (a network namespace and iptables)"; done
+  fi
+elif [ "$server" = 1 ]; then
   faults+=(server-kill server-pause)
   if [ "$partitions" = 1 ]; then faults+=(partition connection-cut)
   else
@@ -115,6 +145,11 @@ dur_of() {  # ms: a client pause outlives the 2 s lease and the 1.5 s ledger lea
     clock) d=$(( 2500 + RANDOM % 500 )) ;;
     server-kill) d=$(( 500 + RANDOM % 1000 )) ;;
     server-pause) d=$(( 1500 + RANDOM % 1000 )) ;;
+    leader-kill) d=$(( 500 + RANDOM % 1000 )) ;;
+    leader-pause) d=$(( 1500 + RANDOM % 1000 )) ;;
+    leader-partition) d=$(( 2500 + RANDOM % 1000 )) ;;
+    primary-kill) d=200 ;;
+    primary-pause|standby-pause) d=$(( 1500 + RANDOM % 1000 )) ;;
     partition) d=$(( 1500 + RANDOM % 1000 )) ;;
     connection-cut) d=300 ;;
   esac
@@ -127,8 +162,19 @@ while [ "$at" -lt "$budget" ]; do
   order=("${kinds[@]}")
   for ((i = ${#order[@]} - 1; i > 0; i--)); do j=$(( RANDOM % (i + 1) )); t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
   # Every run opens with a client pause: the fault the control must be
-  # caught under, whatever the run's length.
-  [ "$round" = 0 ] && order=(client-pause "${order[@]/client-pause/}")
+  # caught under, whatever the run's length; on a cluster the leader's
+  # faults follow at once, so that a short run (CI's 20 s, its schedule
+  # drifting behind loaded pauses and restarts) still takes each.
+  if [ "$round" = 0 ]; then
+    first=(client-pause)
+    [ "$members" = 3 ] && first+=(leader-kill leader-partition leader-pause)
+    [ "$members" = 2 ] && first+=(primary-kill standby-pause)
+    rest=()
+    for k in "${order[@]}"; do [[ " ${first[*]} " == *" $k "* ]] || rest+=("$k"); done
+    order=()
+    for k in "${first[@]}"; do [[ " ${kinds[*]} " == *" $k "* ]] && order+=("$k"); done
+    order+=("${rest[@]}")
+  fi
   round=$((round + 1))
   for k in "${order[@]}"; do
     [ -n "$k" ] || continue
@@ -151,12 +197,11 @@ cp "$schedule" "$out/schedule.txt"
 rm -f "$schedule"
 
 # --- the store -------------------------------------------------------------
+srv="$root/tests/$family/$family.sh"  # the server's script
+[ "$engine" = postgres-standby ] && srv="$root/tests/postgres/standby.sh"
 stop_server() {
-  case "$engine" in
-    postgres) bash "$root/tests/postgres/postgres.sh" stop "$state" ;;
-    redis) bash "$root/tests/redis/redis.sh" stop "$state" ;;
-    etcd) bash "$root/tests/etcd/etcd.sh" stop "$state" ;;
-    zookeeper) bash "$root/tests/zookeeper/zookeeper.sh" stop "$state" ;;
+  case "$family" in
+    postgres|redis|etcd|zookeeper) bash "$srv" stop "$state" ;;
     *) rm -rf "$state" ;;
   esac
 }
@@ -173,15 +218,22 @@ case "$engine" in
     port=23379
     bash "$root/tests/redis/redis.sh" start "$state" "$port"
     store="$(bash "$root/tests/redis/redis.sh" conninfo "$state" "$port")/0" ;;
-  etcd)
-    port=23390
-    bash "$root/tests/etcd/etcd.sh" start "$state" "$port" 1 durable
-    store="$(bash "$root/tests/etcd/etcd.sh" conninfo "$state" "$port" 1)" ;;
-  zookeeper)
-    port=23400
-    bash "$root/tests/zookeeper/zookeeper.sh" start "$state" "$port" 1 durable
-    store="$(bash "$root/tests/zookeeper/zookeeper.sh" conninfo "$state" "$port" 1)" ;;
+  postgres-standby)
+    port=13540
+    bash "$srv" start "$state" "$port" sync
+    store="postgres:$(bash "$srv" conninfo "$state" "$port")" ;;
+  etcd|zookeeper|etcd-cluster|zookeeper-ensemble)
+    case "$engine" in etcd) port=23390 ;; zookeeper) port=23400 ;; etcd-cluster) port=13500 ;; zookeeper-ensemble) port=13520 ;; esac
+    # In the namespace, member i runs with group id 64100+i: iptables' owner
+    # match tells its packets from the other members' (leader-partition).
+    if [ -n "$netns" ]; then export COORD_MEMBER_GID_BASE=64100; fi
+    bash "$srv" start "$state" "$port" "$members" durable
+    unset COORD_MEMBER_GID_BASE
+    store="$(bash "$srv" conninfo "$state" "$port" "$members")" ;;
 esac
+# Member I's client port, and the ports its peers connect to.
+client_port() { if [ "$family" = etcd ]; then echo $(( port + 2 * $1 )); else echo $(( port + 3 * $1 )); fi; }
+peer_ports() { if [ "$family" = etcd ]; then echo $(( port + 2 * $1 + 1 )); else echo "$(( port + 3 * $1 + 1 )),$(( port + 3 * $1 + 2 ))"; fi; }
 "$coordctl" store init --store "$store" --segment-floor 0 --fence-floor 0 --ledger-floor none --force >/dev/null
 "$client" setup --store "$store" --slots-at "$(( $(date +%s) * 1000 ))"
 
@@ -230,6 +282,17 @@ fault_line() {  # T0 KIND TARGET [EXTRA-JSON]
   printf '{"t0":%s,"t1":%s,"proc":"nemesis","f":"fault","kind":"%s","target":"%s","type":"ok"%s}\n' \
     "$1" "$(now)" "$2" "$3" "${4:-}" >> "$out/h/faults.jsonl"
 }
+# Sets extra to the leader now, or to none when no member claims the lead
+# within 1.5 s (still electing, or the only claimant paused).
+leader_after() {
+  local a; a=$(timeout 1.5 bash "$srv" leader "$state" 2>/dev/null) || a=""
+  extra=",\"leader_after\":\"${a:+m}${a:-none}\""
+}
+restarting=""
+back() {  # waits for a member's restart (leader-kill) to finish
+  [ -z "$restarting" ] || wait "$restarting" || { log "a member did not come back"; exit 1; }
+  restarting=""
+}
 pid_of() { cat "$out/pids/$1" 2>/dev/null || true; }
 holder() { cat "$out/holder.$1" 2>/dev/null || true; }
 # Whether the control accepted a write with a token larger than $1.
@@ -246,13 +309,14 @@ heal() {
   if [ -n "$netns" ]; then fw -F INPUT 2>/dev/null || true; fw -F OUTPUT 2>/dev/null || true; fi
   for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true; done
   case "$engine" in
-    postgres) bash "$root/tests/postgres/postgres.sh" resume "$state" 2>/dev/null || true ;;
-    redis) bash "$root/tests/redis/redis.sh" resume "$state" 2>/dev/null || true ;;
-    etcd) bash "$root/tests/etcd/etcd.sh" resume "$state" 0 2>/dev/null || true ;;
-    zookeeper) bash "$root/tests/zookeeper/zookeeper.sh" resume "$state" 0 2>/dev/null || true ;;
+    postgres-standby) for r in primary standby; do bash "$srv" resume "$state" "$r" 2>/dev/null || true; done ;;
+    postgres|redis) bash "$srv" resume "$state" 2>/dev/null || true ;;
+    etcd|zookeeper|etcd-cluster|zookeeper-ensemble)
+      for ((m = 0; m < members; m++)); do bash "$srv" resume "$state" "$m" 2>/dev/null || true; done ;;
   esac
 }
 cleanup() {
+  [ -z "$restarting" ] || wait "$restarting" 2>/dev/null || true
   heal
   for s in "${sups[@]}"; do kill "$s" 2>/dev/null || true; done
   for c in "${clients[@]}"; do
@@ -266,7 +330,8 @@ cleanup() {
 trap cleanup EXIT
 
 run_fault() {  # KIND DURATION_MS TARGET_INDEX
-  local kind=$1 d=$2 ti=$3 t0 targets="" p c
+  local kind=$1 d=$2 ti=$3 t0 targets="" p c extra=""
+  case "$kind" in client-*|clock) ;; *) back ;; esac
   t0=$(now)
   case "$kind" in
     client-pause)
@@ -342,29 +407,75 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
         postgres|redis) bash "$root/tests/$engine/$engine.sh" pause "$state"; sleep_ms "$d"; bash "$root/tests/$engine/$engine.sh" resume "$state" ;;
         etcd|zookeeper) bash "$root/tests/$engine/$engine.sh" pause "$state" 0; sleep_ms "$d"; bash "$root/tests/$engine/$engine.sh" resume "$state" 0 ;;
       esac ;;
+    leader-kill)
+      # SIGKILL, an election among the others, then back on its data. Each
+      # leader fault's line names the leader at its end (leader_after).
+      # The restart (a member catching up takes seconds) goes on while the
+      # next client faults run; a server fault waits for it first.
+      local l; l=$(bash "$srv" leader "$state"); targets="m$l"
+      bash "$srv" kill "$state" "$l"; sleep_ms "$d"; leader_after
+      bash "$srv" restart "$state" "$l" &
+      restarting=$! ;;
+    primary-kill)
+      # SIGKILL the primary, promote the standby (what a failover manager
+      # would do; nothing acknowledged is lost: the commits waited for the
+      # standby to apply them); the old primary is rebuilt as the new one's
+      # standby while the next client faults run.
+      targets=":$(bash "$srv" primary-port "$state")"
+      bash "$srv" kill-primary "$state"; sleep_ms "$d"
+      extra=",\"primary_after\":\":$(bash "$srv" primary-port "$state")\""
+      bash "$srv" rebuild "$state" &
+      restarting=$! ;;
+    primary-pause|standby-pause)
+      local r=${kind%-pause}; targets=$r
+      bash "$srv" pause "$state" "$r"; sleep_ms "$d"; bash "$srv" resume "$state" "$r" ;;
+    leader-pause)
+      local l; l=$(bash "$srv" leader "$state"); targets="m$l"
+      bash "$srv" pause "$state" "$l"; sleep_ms "$d"; leader_after
+      bash "$srv" resume "$state" "$l" ;;
+    leader-partition)
+      # The leader cut off from the other members (its clients still reach
+      # it): every packet to or from its peer ports dropped, and every
+      # packet it sends to theirs (the owner match: its group id).
+      local l o others=""; l=$(bash "$srv" leader "$state"); targets="m$l"
+      for ((o = 0; o < members; o++)); do [ "$o" = "$l" ] || others+="${others:+,}$(peer_ports "$o")"; done
+      fw -I OUTPUT -p tcp -m multiport --ports "$(peer_ports "$l")" -j DROP
+      fw -I OUTPUT -p tcp -m owner --gid-owner $(( 64100 + l )) -m multiport --dports "$others" -j DROP
+      sleep_ms "$d"; leader_after
+      fw -F OUTPUT ;;
     partition)
-      # Every packet to and from the server's client port dropped.
-      targets=server
-      fw -I INPUT -p tcp --dport "$port" -j DROP
-      fw -I OUTPUT -p tcp --sport "$port" -j DROP
+      # Every packet to and from the server's client port dropped (a
+      # cluster's leader's: its clients move to another member).
+      local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
+      [ "$members" = 2 ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      targets=${targets:-server}
+      fw -I INPUT -p tcp --dport "$p" -j DROP
+      fw -I OUTPUT -p tcp --sport "$p" -j DROP
       sleep_ms "$d"
       fw -F INPUT; fw -F OUTPUT ;;
     connection-cut)
-      # Every packet to the server answered with a reset: open connections break.
-      targets=server
-      fw -I INPUT -p tcp --dport "$port" -j REJECT --reject-with tcp-reset
+      # Every packet to the server (a cluster's leader) answered with a
+      # reset: open connections break.
+      local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
+      [ "$members" = 2 ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      targets=${targets:-server}
+      fw -I INPUT -p tcp --dport "$p" -j REJECT --reject-with tcp-reset
       sleep_ms "$d"
       fw -F INPUT ;;
   esac
-  fault_line "$t0" "$kind" "$targets"
+  fault_line "$t0" "$kind" "$targets" "$extra"
 }
 
 log "store $store; $seconds s, seed $seed; faults: ${kinds[*]}"
 while read -r at kind d ti; do
   wait_until=$(( start + at * 1000000 ))
   n=$(now); [ "$n" -lt "$wait_until" ] && sleep_ms $(( (wait_until - n) / 1000000 ))
+  # A fault late past its time (a cluster member's restart waits for it to
+  # catch up) that would outlast the clients is not run: nothing to see.
+  if [ "$(now)" -gt $(( until - (d + 1000) * 1000000 )) ]; then log "not run: $kind at $at ms (the run ends first)"; continue; fi
   run_fault "$kind" "$d" "$ti"
 done < "$out/schedule.txt"
+back
 heal
 for s in "${sups[@]}"; do wait "$s" 2>/dev/null || true; done
 sups=()

@@ -3,7 +3,8 @@
 # tests/faults/run.sh draws its fault schedule from the seed: the same seed
 # gives the same schedule, another seed another one; every schedule opens
 # with a client pause (the fault the control is caught under) and fits the
-# run; the embedded stores get no server or network faults.
+# run; the embedded stores get no server or network faults; a cluster's
+# server faults are its leader's.
 set -u
 run="$(dirname "$0")/run.sh"
 failures=0
@@ -21,6 +22,13 @@ echo "$a" | while read -r at kind d target; do
 done | grep -q FAIL && fail "a fault outside the run: $a"
 f=$(bash "$run" --engine file --seconds 30 --seed 3 --dry-run)
 echo "$f" | grep -Eq 'server|partition|connection' && fail "server or network faults on the file store: $f"
+echo "$a" | grep -q leader- && fail "leader faults on a single server: $a"
+g=$(bash "$run" --engine zookeeper-ensemble --seconds 60 --seed 3 --dry-run)
+echo "$g" | grep -q leader-kill || fail "no leader kill on an ensemble: $g"
+echo "$g" | grep -q server- && fail "single-server faults on an ensemble: $g"
+p=$(bash "$run" --engine postgres-standby --seconds 60 --seed 3 --dry-run)
+echo "$p" | grep -q primary-kill || fail "no failover on a primary and its standby: $p"
+echo "$p" | grep -Eq 'server-|leader-' && fail "single-server or cluster faults on a primary and its standby: $p"
 bash "$run" --engine nosuch --dry-run 2>/dev/null; [ $? = 2 ] || fail "an unknown engine is not a usage error"
 bash "$run" --engine file --seconds 5 --dry-run 2>/dev/null; [ $? = 2 ] || fail "--seconds 5 is not a usage error"
 [ "$failures" = 0 ] || exit 1

@@ -9,8 +9,10 @@
 #   tests/zookeeper/zookeeper.sh install          # the server's packages when missing (as root), nothing started
 #   tests/zookeeper/zookeeper.sh start DIR PORT [N] [durable]
 #                                            # a fresh standalone server (N=1) or ensemble (N=3):
-#                                            # server i serves clients on PORT+3i; durable:
-#                                            # forceSync=yes (the fault suite)
+#                                            # server i serves clients on PORT+3i, the quorum on
+#                                            # PORT+3i+1, elections on PORT+3i+2; durable:
+#                                            # forceSync=yes (the fault suite), and an ensemble's
+#                                            # ticks of 500 ms (a silent leader left after 2 s)
 #   tests/zookeeper/zookeeper.sh stop DIR              # every server stopped, DIR removed
 #   tests/zookeeper/zookeeper.sh kill DIR I            # SIGKILL server I (0-based)
 #   tests/zookeeper/zookeeper.sh restart DIR I         # start server I again on its data
@@ -26,6 +28,11 @@
 #   tests/zookeeper/zookeeper.sh cli DIR COMMAND ARGS...  # ZooKeeper's own command-line client
 #                                            # (zkCli: ZooKeeperMain) run once against server 0,
 #                                            # e.g. deleteall /coord; its output on stdout
+#
+# COORD_MEMBER_GID_BASE=G at start (root): server i runs with group id G+i
+# (setpriv), so that iptables' owner match tells its packets from the other
+# servers' (on loopback every connection comes from 127.0.0.1): the fault
+# suite partitions a leader from the majority this way.
 #
 # forceSync=no unless started durable: a SIGKILL loses nothing the OS holds
 # (the tests kill processes, not machines); production wants forceSync=yes
@@ -79,7 +86,8 @@ classpath() {
 server_start() {
   local i=$1
   local d="$dir/s$i"
-  setsid java -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+  as_member "$i"
+  setsid "${member_prefix[@]}" java -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dzookeeper.log.dir="$d" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
     -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \
     -cp "$(classpath)" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
@@ -115,11 +123,15 @@ case "$cmd" in
     install_server
     if [ -f "$dir/members" ]; then for i in $(seq 0 $(( $(members) - 1 ))); do server_stop "$i" KILL; done; fi
     rm -rf "$dir"; mkdir -p "$dir"
-    echo "$b" > "$dir/port"; echo "$n" > "$dir/members"
+    echo "$b" > "$dir/port"; echo "$n" > "$dir/members"; echo "${COORD_MEMBER_GID_BASE:-}" > "$dir/gid-base"
     for i in $(seq 0 $((n - 1))); do
       d="$dir/s$i"; mkdir -p "$d/data"
       {
-        echo "tickTime=2000"; echo "initLimit=10"; echo "syncLimit=5"
+        # An ensemble in the fault suite: a silent leader given up on after
+        # 2 s (syncLimit ticks of 500 ms) rather than 10 s, so that a 20 s run
+        # sees elections; sessions still up to 10 s (20 ticks).
+        if [ "$n" = 3 ] && [ "${5:-fast}" = durable ]; then echo "tickTime=500"; echo "initLimit=20"; echo "syncLimit=4"
+        else echo "tickTime=2000"; echo "initLimit=10"; echo "syncLimit=5"; fi
         echo "dataDir=$d/data"; echo "clientPort=$((b + 3 * i))"; echo "clientPortAddress=127.0.0.1"
         echo "maxClientCnxns=500"; echo "admin.enableServer=false"; echo "4lw.commands.whitelist=ruok,srvr,stat,mntr"
         if [ "${5:-fast}" = durable ]; then echo "forceSync=yes"; else echo "forceSync=no"; fi
