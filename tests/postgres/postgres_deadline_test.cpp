@@ -75,6 +75,10 @@ steady::duration timed(F&& f) {
 TEST(PostgresDeadline, AFencedWriteToAPausedServerIsOutcomeUnknownInBoundedTimeAndTheFenceHolds) {
     coord::postgres::store store{coord::test::pg_fresh_schema(), {}, short_timeouts()};
     coord::basic_keyed_fenced_resource res{store};
+    // Two writes: the second takes the common statement, prepared now, so
+    // that the write during the pause is sent (a statement still to be
+    // prepared would find no answer before anything was sent: not unknown).
+    ASSERT_TRUE(res.write("k", 4, "before"));
     ASSERT_TRUE(res.write("k", 5, "before"));
     {
         paused_server paused;
@@ -178,6 +182,7 @@ TEST(PostgresDeadline, ALedgerRunPausedAfterItsEffectWasSentHasExactlyOneEffectO
 
 TEST(PostgresDeadline, ASegmentAllocationOnAPausedServerIsBoundedAndNoRangeIsServedTwice) {
     coord::postgres::store store{coord::test::pg_fresh_schema(), {}, short_timeouts()};
+    ASSERT_TRUE(store.segment_allocate("orders", 100));  // the common statement prepared (see above)
     auto before = store.segment_allocate("orders", 100);
     ASSERT_TRUE(before) << before.error().message();
     {

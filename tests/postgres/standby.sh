@@ -11,6 +11,8 @@
 #
 #   tests/postgres/standby.sh start DIR PORT [async|sync]
 #   tests/postgres/standby.sh stop DIR
+#   tests/postgres/standby.sh caught-up DIR      # waits until the standby replayed every
+#                                                # commit of the primary (10 s at most)
 #   tests/postgres/standby.sh cut-standby DIR    # SIGSTOP the standby and end its
 #                                                # replication connection: it misses what
 #                                                # the primary commits from now on
@@ -35,7 +37,7 @@ dir="${2:-}"
 port="${3:-}"
 mode="${4:-async}"
 pg_bin="${COORD_PG_BIN:-/usr/lib/postgresql/15/bin}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|cut-standby|kill-primary|rebuild|pause|resume|primary-port|conninfo DIR [PORT] [async|sync]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|caught-up|cut-standby|kill-primary|rebuild|pause|resume|primary-port|conninfo DIR [PORT] [async|sync]" >&2; exit 2; }
 case "$mode" in async|sync) ;; *) echo "mode must be async or sync, got $mode" >&2; exit 2 ;; esac
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 role=""
@@ -125,6 +127,14 @@ case "$cmd" in
   stop)
     stop_server standby; stop_server primary
     rm -rf "$dir"
+    ;;
+  caught-up)
+    p=$(port_of "$(primary_name)")
+    for _ in $(seq 1 200); do
+      [ "$(psql_at "$p" "SELECT count(*) FROM pg_stat_replication WHERE replay_lsn >= pg_current_wal_lsn()")" = 1 ] && exit 0
+      sleep 0.05
+    done
+    log "the standby did not replay the primary's commits in 10 s"; exit 1
     ;;
   cut-standby)
     signal_server "$(standby_name)" STOP

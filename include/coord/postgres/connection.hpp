@@ -51,6 +51,7 @@
 #include "coord/detail/host.hpp"
 #include "coord/detail/options.hpp"
 #include "coord/error.hpp"
+#include "coord/initial_floors.hpp"
 #include "coord/result.hpp"
 
 namespace coord::postgres {
@@ -288,6 +289,10 @@ inline std::optional<coord::error> store_state_error(std::string_view sqlstate, 
     if (sqlstate == "CD002")
         return went_back_error("its identity row is not the one this store object saw (the schema was restored "
                                "from a dump, or dropped and made again)");
+    if (sqlstate == "CD004")
+        return went_back_error("writes this store object saw acknowledged are missing from the database it reached "
+                               "now (a failover to a standby that lacked the last commits, or an older backup put "
+                               "back)");
     if (sqlstate == "CD003")
         return coord::error(coord::make_error_code(errc::store_identity_changed),
                             "coord's store in this PostgreSQL database was initialized again since this store "
@@ -326,6 +331,15 @@ private:
 /// (pool::call::exec_checking).
 #define COORD_PG_STORE_SEEN "(SELECT identity || '.' || xmin::text FROM coord_store WHERE id = 1)"
 
+/// The parameters of `a`, then `b`'s, then `c`'s: a statement's own, the
+/// store seen, the writer's step (pool::call::writer_step).
+inline std::vector<param_value> joined(std::vector<param_value> a, const std::vector<param_value>& b,
+                                       const std::vector<param_value>& c) {
+    a.insert(a.end(), b.begin(), b.end());
+    a.insert(a.end(), c.begin(), c.end());
+    return a;
+}
+
 /// One statement of a pipeline (those with parameters are prepared first).
 struct step {
     const char* sql;
@@ -342,6 +356,21 @@ inline std::string millis_text(std::chrono::nanoseconds d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
 
+/// A pooled connection's writer (schema.hpp, migration 7): its row counts
+/// the connection's write transactions, and the writer knows the count lies
+/// in [lo, hi]. A write sets it to hi + 1 (hi grows at once; lo follows when
+/// the write's transaction is known committed), so a write whose outcome is
+/// unknown widens the range and a database that lost an acknowledged write
+/// holds a count below lo: refused (CD004).
+struct writer {
+    std::string id;               // random, made on the connection's first call
+    std::int64_t lo = 0, hi = 0;  // 0: no row made yet
+    std::int64_t touched_ms = 0;  // the server's clock at the last touch this writer saw
+    coord::detail::deadline touched_at{};  // this machine's time of it
+    bool bumped = false;                   // a write of the transaction open now set the count
+    std::int64_t pending_touched = 0;      // the touch of the transaction open now
+};
+
 /// One libpq connection, non-blocking, and the statements prepared on it.
 class connection {
 public:
@@ -350,12 +379,36 @@ public:
     connection& operator=(const connection&) = delete;
     ~connection() { drop(); }
 
-    /// Closes the connection; the next call opens a new one.
+    /// Closes the connection; the next call opens a new one. (Its writer
+    /// stays: it belongs to the pool's slot, across reconnections.)
     void drop() noexcept {
         if (conn_) PQfinish(conn_);
         conn_ = nullptr;
         prepared_.clear();
         next_name_ = 0;
+        writer_.bumped = false;  // the open transaction, if any, ended with the connection
+        writer_.pending_touched = 0;
+    }
+
+    /// This connection's writer (see writer).
+    detail::writer& writer() noexcept {
+        if (writer_.id.empty()) writer_.id = coord::detail::new_store_identity();
+        return writer_;
+    }
+    /// After a statement or pipeline (`ok`: it succeeded; `rollback`: it was
+    /// a ROLLBACK): a writer's count set in a transaction that is now
+    /// committed is known, hi; one rolled back or failed stays within [lo, hi].
+    void settle(bool ok, bool rollback) noexcept {
+        if (!conn_ || PQtransactionStatus(conn_) != PQTRANS_IDLE) return;  // still in a transaction, or dropped
+        if (ok && !rollback) {
+            if (writer_.bumped) writer_.lo = writer_.hi;
+            if (writer_.pending_touched > writer_.touched_ms) {
+                writer_.touched_ms = writer_.pending_touched;
+                writer_.touched_at = coord::detail::deadline_clock::now();
+            }
+        }
+        writer_.bumped = false;
+        writer_.pending_touched = 0;
     }
 
     /// Opens the connection unless it is open and the server did not close
@@ -643,6 +696,7 @@ private:
     coord::detail::deadline used_{};  // when a call last took it
     std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name, this connection
     std::uint64_t next_name_ = 0;                              // statement names are never reused on a connection
+    detail::writer writer_;
 };
 
 }  // namespace detail
@@ -708,20 +762,27 @@ public:
         result<detail::answer> exec(const char* sql, const std::vector<detail::param_value>& params, bool writes,
                                     bool prepare = true) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            if (!seen_ || !prepare || params.empty()) return c_->exec(sql, params, writes, prepare, until_);
-            auto r = guarded({guard_step(), {sql, params}}, 0, writes);
+            if (!seen_ || !prepare || params.empty()) {
+                auto r = c_->exec(sql, params, writes, prepare, until_);
+                c_->settle(r.has_value(), std::string_view(sql).rfind("ROLLBACK", 0) == 0);
+                return r;
+            }
+            auto r = guarded({guard_step(writes), {sql, params}}, 0, writes);
             if (!r) return unexpected(r.error());
             return std::move(r->front());
         }
         result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
-            if (!seen_ || std::none_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); }))
-                return c_->pipeline(steps, writes, until_);
+            if (!seen_ || std::none_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); })) {
+                auto r = c_->pipeline(steps, writes, until_);
+                c_->settle(r.has_value(), !steps.empty() && std::string_view(steps.back().sql).rfind("ROLLBACK", 0) == 0);
+                return r;
+            }
             const std::size_t at = !steps.empty() && std::string_view(steps.front().sql) == "BEGIN" ? 1 : 0;
             std::vector<detail::step> all;
             all.reserve(steps.size() + 1);
             all.insert(all.end(), steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(at));
-            all.push_back(guard_step());
+            all.push_back(guard_step(writes));
             all.insert(all.end(), steps.begin() + static_cast<std::ptrdiff_t>(at), steps.end());
             return guarded(std::move(all), at, writes);
         }
@@ -742,9 +803,28 @@ public:
         result<void> check() {
             if (auto c = ready(); !c) return unexpected(c.error());
             if (!seen_) return {};
-            auto r = guarded({guard_step()}, 0, false);
+            auto r = guarded({guard_step(false)}, 0, false);
             if (!r) return unexpected(r.error());
             return {};
+        }
+        /// For a statement that checks the store itself and writes (exec_checking):
+        /// the writer's step as parameters, to be set by the statement in the
+        /// same transaction when its count is within the range, as the guard
+        /// would ("UPDATE coord_writer SET n = $next WHERE id = $id AND n
+        /// BETWEEN $lo AND $hi"): next, id, lo, hi. nullopt when the writer's
+        /// row may be missing (never made, or its last touch a day ago: rows
+        /// untouched for 30 days are swept; the guarded statement touches it,
+        /// and tells a sweep from a loss): then the guarded statement must be
+        /// used instead.
+        std::optional<std::vector<detail::param_value>> writer_step() {
+            if (!seen_ || !c_) return std::nullopt;
+            auto& w = c_->writer();
+            if (w.lo == 0 || coord::detail::deadline_clock::now() - w.touched_at > std::chrono::hours{24}) return std::nullopt;
+            const std::int64_t lo = w.lo, hi = w.hi;
+            w.hi += 1;
+            w.bumped = true;
+            return std::vector<detail::param_value>{detail::param(w.hi), detail::param(w.id), detail::param(lo),
+                                                    detail::param(hi)};
         }
         /// A statement that checks the store itself: it compares seen() with
         /// COORD_PG_STORE_SEEN (coord_guard's answer) and changes and answers nothing when
@@ -756,6 +836,7 @@ public:
                                              bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
             auto r = c_->exec(sql, params, writes, true, until_);
+            c_->settle(r.has_value(), false);
             if (!r) return unexpected(gone_if_seen(r.error(), true));
             return r;
         }
@@ -785,16 +866,33 @@ public:
         }
 
     private:
-        detail::step guard_step() const { return {"SELECT coord_guard($1)", {detail::param(seen_->get())}}; }
+        // The guard and the writer's check (a write sets the writer's count:
+        // connection.hpp, writer; schema.hpp, coord_guard_w).
+        detail::step guard_step(bool writes) {
+            auto& w = c_->writer();
+            const std::int64_t lo = w.lo, hi = w.hi;
+            if (writes) {
+                w.hi += 1;
+                w.bumped = true;
+            }
+            return {"SELECT coord_guard_w($1, $2, $3, $4, $5, $6)",
+                    {detail::param(seen_->get()), detail::param(w.id), detail::param(lo), detail::param(hi),
+                     writes ? detail::param(w.hi) : detail::null_param(), detail::param(w.touched_ms)}};
+        }
 
         // `all` with the guard at `at`, in one round trip; the guard's answer
         // is checked and left out of what is returned.
         result<std::vector<detail::answer>> guarded(std::vector<detail::step> all, std::size_t at, bool writes) {
             const bool saw = !all[at].params.front().text->empty();
             auto r = c_->pipeline(all, writes, until_);
+            // The guard's answer: "ID.XMIN|TOUCHED_MS", the store seen and the writer's last touch.
+            std::string g = r && (*r)[at].rows() == 1 ? (*r)[at].text(0, 0) : std::string();
+            const auto bar = g.rfind('|');
+            if (bar != std::string::npos) c_->writer().pending_touched = std::strtoll(g.c_str() + bar + 1, nullptr, 10);
+            c_->settle(r.has_value(), std::string_view(all.back().sql).rfind("ROLLBACK", 0) == 0);
             if (!r) return unexpected(gone_if_seen(r.error(), saw));
-            if ((*r)[at].rows() != 1) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard"));
-            seen_->saw((*r)[at].text(0, 0));
+            if (bar == std::string::npos) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard_w"));
+            seen_->saw(g.substr(0, bar));
             std::vector<detail::answer> out;
             for (std::size_t i = 0; i < r->size(); ++i)
                 if (i != at) out.push_back(std::move((*r)[i]));

@@ -7,7 +7,9 @@
 //   to a new key: 2 (then an INSERT ... ON CONFLICT under the same rule, which
 //   also settles a race with another writer); refused: 3 (the last reads the
 //   highest token for the report, after the decision). The first call of a
-//   store object: 1 more (the guard alone, learning what it checks).
+//   store object: 1 more (the guard alone, learning what it checks); a
+//   connection's first write, and its first after a day without one, go
+//   straight to the INSERT (the writer's row made or touched by the guard).
 // - fence_update: 2, pipelined: BEGIN, the row made and locked (INSERT ... ON
 //   CONFLICT DO NOTHING, SELECT ... FOR UPDATE); the rule and fn here; the
 //   UPDATE and COMMIT. A refusal or a throwing fn: 1 more (ROLLBACK).
@@ -106,22 +108,26 @@ private:
         auto seen = c.seen();
         if (!seen) return unexpected(write_error{seen.error(), 0});
         std::vector<param_value> ps{param(key), param_u64(token), seq ? param_u64(*seq) : null_param(),
-                                    bytes_param(value), param(*seen)};
+                                    bytes_param(value)};
         // The common case, an existing key whose rule passes, is one plain
-        // UPDATE ... WHERE <the rule> and the store is the one seen (the
-        // guard's comparison inside the statement: pool::call::exec_checking).
-        auto u = c.exec_checking(
-            "UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
-            "has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
-            "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
-            "WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END "
-            "WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
-            "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) "
-            "AND " COORD_PG_STORE_SEEN " = $5",
-            ps, true);
-        if (!u) return unexpected(write_error{u.error(), 0});
-        if (u->changed() == 1) return {};
-        ps.pop_back();
+        // UPDATE ... WHERE <the rule> and the store is the one seen, with the
+        // writer's step (the guard's comparison and step inside the
+        // statement: pool::call::exec_checking, writer_step).
+        if (auto w = c.writer_step()) {
+            auto u = c.exec_checking(
+                "WITH w AS (UPDATE coord_writer SET n = $6 "
+                "WHERE id = $7 AND n BETWEEN $8 AND $9 RETURNING 1) "
+                "UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
+                "has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
+                "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "
+                "WHEN f.written AND f.highest = $2::numeric THEN f.seq ELSE 0 END FROM w "
+                "WHERE f.key = $1 AND NOT (f.written AND $2::numeric < f.highest) AND NOT ($3::numeric IS NOT NULL "
+                "AND f.written AND f.highest = $2::numeric AND f.has_seq AND $3::numeric <= f.seq) "
+                "AND " COORD_PG_STORE_SEEN " = $5",
+                joined(ps, {param(*seen)}, *w), true);
+            if (!u) return unexpected(write_error{u.error(), 0});
+            if (u->changed() == 1) return {};
+        }
         // Otherwise (a new key, or a refusal) an atomic upsert under the same
         // rule decides: it inserts (a token at least the fence floor: a key
         // without a record may have lost it), or updates a row another writer

@@ -643,6 +643,63 @@ BEGIN
   RETURN QUERY SELECT 0, r.fence + 1, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
 END $$;
 )SQL"},
+        {7, "writers: a store object's write transactions counted, so that a database that lost some refuses", R"SQL(
+-- One row per pooled connection of a store object (a writer): n counts its
+-- write transactions, each setting n to the next value the writer chose
+-- (pool::call's guard); the writer knows n lies in [lo, hi] (one value once
+-- its last write is acknowledged). A database that lost a write it
+-- acknowledged (an asynchronous standby promoted without the last commits,
+-- an older backup put back) holds a smaller n, or no row: the writer's next
+-- call is refused (CD004) before anything is applied. touched_ms: the
+-- server's clock at its last write (or daily read); a row untouched for 30
+-- days (its store object gone) is swept when a new writer's row is made,
+-- and the sweep's cutoff kept, so that a writer that finds its row gone can
+-- tell a sweep (its last touch before the cutoff) from a loss.
+CREATE TABLE IF NOT EXISTS coord_writer (id text PRIMARY KEY, n bigint NOT NULL, touched_ms bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS coord_writer_swept (id int PRIMARY KEY CHECK (id = 1), before_ms bigint NOT NULL);
+
+CREATE OR REPLACE FUNCTION coord_writer_sweep(p_now_ms bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE cutoff bigint := p_now_ms - 30::bigint * 86400000;
+BEGIN
+  IF EXISTS (SELECT 1 FROM coord_writer WHERE touched_ms < cutoff) THEN
+    INSERT INTO coord_writer_swept AS s VALUES (1, cutoff) ON CONFLICT (id) DO UPDATE
+      SET before_ms = greatest(s.before_ms, EXCLUDED.before_ms);
+    DELETE FROM coord_writer WHERE id IN (SELECT id FROM coord_writer WHERE touched_ms < cutoff LIMIT 100);
+  END IF;
+END $$;
+
+-- coord_guard, then the writer's check: its row's n within [p_lo, p_hi]
+-- (no row: p_lo = 0, or swept), set to p_next for a write (NULL: a read,
+-- which touches the row at most once a day). CD004: the database lost
+-- writes this writer saw acknowledged. Returns coord_guard's answer, '|',
+-- and the row's touched_ms (0: no row).
+CREATE OR REPLACE FUNCTION coord_guard_w(p_seen text, p_id text, p_lo bigint, p_hi bigint, p_next bigint,
+  p_touched bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE v text := coord_guard(p_seen); r coord_writer; swept bigint; now_ms bigint := coord_now_ns() / 1000000;
+BEGIN
+  SELECT * INTO r FROM coord_writer WHERE id = p_id;
+  IF NOT FOUND THEN
+    IF p_lo > 0 THEN
+      SELECT before_ms INTO swept FROM coord_writer_swept WHERE id = 1;
+      IF swept IS NULL OR p_touched >= swept THEN
+        RAISE EXCEPTION 'coord: writes this store object saw acknowledged are missing' USING ERRCODE = 'CD004';
+      END IF;
+    END IF;
+    IF p_next IS NULL THEN RETURN v || '|0'; END IF;
+    INSERT INTO coord_writer VALUES (p_id, p_next, now_ms);
+    IF p_lo = 0 THEN PERFORM coord_writer_sweep(now_ms); END IF;
+    RETURN v || '|' || now_ms;
+  END IF;
+  IF r.n < p_lo OR r.n > p_hi THEN
+    RAISE EXCEPTION 'coord: writes this store object saw acknowledged are missing' USING ERRCODE = 'CD004';
+  END IF;
+  IF p_next IS NOT NULL OR r.touched_ms < now_ms - 86400000 THEN
+    UPDATE coord_writer SET n = coalesce(p_next, n), touched_ms = now_ms WHERE id = p_id;
+    RETURN v || '|' || now_ms;
+  END IF;
+  RETURN v || '|' || r.touched_ms;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -33,9 +33,13 @@
 // one refuses the call before anything is applied (lease calls need no
 // guard: their tokens rest on the server's clock, lease.hpp): errc::state_went_back (restored, or its schema dropped),
 // store_identity_changed (initialized again), store_uninitialized (never
-// initialized). A process that opens the store after a restore cannot tell;
-// initialize(floors, replace) is the recovery (README, "When a store goes
-// back").
+// initialized). The same step checks the call's writer (one per pooled
+// connection, connection.hpp): writes the database acknowledged to this
+// store object and then lost (an asynchronous standby promoted without the
+// last commits, a data directory put back) are errc::state_went_back too.
+// A process that opens the store after a restore or such a loss cannot
+// tell; initialize(floors, replace) is the recovery (README, "When a store
+// goes back").
 //
 // Errors: a refusal by the rule is the usual errc (stale_fence, lease_held,
 // ...). A failure of the server or the connection is a postgres::errc
