@@ -34,6 +34,7 @@
 #include "coord/storage/file.hpp"
 #include "support/child_process.hpp"
 #include "support/lease_wait_process.hpp"
+#include "support/failover_checks.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -465,6 +466,8 @@ TEST(FileStoreIdentity, TheRecoveryOfAStoreThatWentBackHandsNothingOutTwice) {
             ASSERT_FALSE(stale) << key << ": A's token " << token << " accepted after the recovery";
             EXPECT_EQ(stale.error(), coord::errc::stale_fence);
         }
+        coord::test::expect_ledger_fences_above_the_fence_floor(
+            s, token, std::chrono::duration_cast<std::chrono::milliseconds>((clock.now() + 1h).time_since_epoch()));
         auto b = s.lease_acquire("n", "B", 1h);
         ASSERT_TRUE(b);
         EXPECT_GT(b->token, token);

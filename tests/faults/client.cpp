@@ -114,11 +114,18 @@ private:
 /// ok / refused / unknown of an error (Jepsen's ok / fail / info): refused
 /// means certainly not applied (a rule said no, or the store was not
 /// reached); unknown that it may have been.
+// A store that went back (state_went_back) refuses every later call of the
+// store object that saw it; the client then stops at once, exit status 3,
+// and run.sh runs the README's recovery (a store replicated asynchronously
+// that lost acknowledged writes in a failover).
+bool went_back = false;
+
 const char* type_of(const std::error_code& ec) {
+    if (ec == coord::errc::state_went_back) went_back = true;
     return ec == coord::condition::outcome_unknown ? "unknown" : "refused";
 }
 
-bool past(const args& a) { return mono_ns() >= a.until; }
+bool past(const args& a) { return went_back || mono_ns() >= a.until; }
 
 // client-pause asks for a pause mid-batch by creating HOLDER.pause: the
 // holder that finds it after a batch's first write claims it (rename: one
@@ -278,7 +285,9 @@ bool ledger_step(Store& store, coord::basic_job_ledger<Store>& ledger, const coo
         static constexpr const char* names[] = {"applied", "replayed", "in_progress", "stale_fence", "payload_mismatch", "expired"};
         h.add(t0, a.proc, "run", r->kind == coord::run_outcome::applied ? "ok" : "refused",
               {{"slot", text}, {"outcome", names[r->kind]}, {"fence", r->fence}});
-        return r->kind == coord::run_outcome::applied || r->kind == coord::run_outcome::replayed;
+        // (expired: never run, as after a recovery's ledger floor.)
+        return r->kind == coord::run_outcome::applied || r->kind == coord::run_outcome::replayed ||
+               r->kind == coord::run_outcome::expired;
     } else {
         auto c = ledger.claim(s, worker);
         if (!c) {
@@ -289,8 +298,15 @@ bool ledger_step(Store& store, coord::basic_job_ledger<Store>& ledger, const coo
             h.add(t0, a.proc, "run", "refused", {{"slot", text}, {"outcome", "replayed"}});
             return true;
         }
+        if (c->kind == coord::claim_outcome::expired) {  // never run, as after a recovery's ledger floor
+            h.add(t0, a.proc, "run", "refused", {{"slot", text}, {"outcome", "expired"}});
+            return true;
+        }
         if (c->kind != coord::claim_outcome::granted) {
-            h.add(t0, a.proc, "run", "refused", {{"slot", text}, {"outcome", "not granted"}});
+            h.add(t0, a.proc, "run", "refused",
+                  {{"slot", text},
+                   {"outcome", c->kind == coord::claim_outcome::in_progress ? "in_progress" : "payload_mismatch"},
+                   {"holder", c->holder}, {"lease_until_ms", c->lease_until.count() / 1000000}});
             return false;
         }
         // Work outside any lock (a pause here outlives the execution lease),
@@ -470,7 +486,7 @@ int run(Store& store, const args& a) {
     } else {
         throw std::invalid_argument("unknown workload '" + a.workload + "'");
     }
-    return 0;
+    return went_back ? 3 : 0;
 }
 
 }  // namespace

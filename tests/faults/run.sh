@@ -10,7 +10,12 @@
 # etcd-cluster or zookeeper-ensemble (three members: the leader killed,
 # paused and cut off from the majority, elections), or postgres-standby (a
 # primary and its synchronous standby: the primary killed and the standby
-# promoted, the standby stopped under the primary's commits). The servers are
+# promoted, the standby stopped under the primary's commits), or
+# redis-sentinel (a master, its replica and three Sentinels: the master
+# killed, paused and cut off from the others, failovers; replication is
+# asynchronous, so a failover may lose acknowledged writes by design: the
+# run then checks that coord detected the loss, state_went_back, and runs
+# the README's recovery). The servers are
 # started here through the project's own scripts (tests/<engine>.sh, with
 # the engine's durable settings: PostgreSQL's fsync and synchronous commit,
 # Redis appendfsync always, etcd's fsync, ZooKeeper forceSync=yes), on ports
@@ -23,7 +28,9 @@
 # Writes DIR/history.jsonl (every workload and the faults), DIR/control.jsonl,
 # DIR/schedule.txt (the faults the seed drew: the same seed, the same
 # schedule), DIR/summary.json, DIR/timeline.svg; prints the table; exits 1 on
-# any violation, or when the control shows none (then the run proved nothing).
+# any violation, or when the control shows none (then the run proved nothing);
+# on redis-sentinel, violations pass only as the by-design loss of a
+# failover that coord detected (summary.json: went_back, recoveries).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 engine="" seconds=20 seed=1 out="" build="$root/build/default" dry=0
@@ -35,17 +42,18 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper|etcd-cluster|zookeeper-ensemble|postgres-standby [--seconds N] [--seed S] [--out DIR] [--build DIR] [--dry-run]" >&2; exit 2 ;;
+    *) echo "usage: $0 --engine file|sqlite|postgres|redis|etcd|zookeeper|etcd-cluster|zookeeper-ensemble|postgres-standby|redis-sentinel [--seconds N] [--seed S] [--out DIR] [--build DIR] [--dry-run]" >&2; exit 2 ;;
   esac
 done
 # family: the engine (its scripts in tests/F/); members: 3 for a cluster, 2
-# for a primary and its standby.
+# for a primary and its standby, or a master and its replica.
 case "$engine" in
   file|sqlite|postgres|redis|etcd|zookeeper) family=$engine members=1 ;;
   etcd-cluster) family=etcd members=3 ;;
   zookeeper-ensemble) family=zookeeper members=3 ;;
   postgres-standby) family=postgres members=2 ;;
-  *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd, zookeeper, etcd-cluster, zookeeper-ensemble or postgres-standby" >&2; exit 2 ;;
+  redis-sentinel) family=redis members=2 ;;
+  *) echo "$0: --engine must be file, sqlite, postgres, redis, etcd, zookeeper, etcd-cluster, zookeeper-ensemble, postgres-standby or redis-sentinel" >&2; exit 2 ;;
 esac
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 10 ] && [ "$seconds" -le 3600 ] || { echo "$0: --seconds must be 10..3600" >&2; exit 2; }
 [[ "$seed" =~ ^[0-9]+$ ]] && [ "$seed" -le 2147483647 ] || { echo "$0: --seed must be 0..2147483647" >&2; exit 2; }
@@ -95,7 +103,19 @@ if [ "$family" = etcd ]; then
   not_run[ledger]="etcd keeps no job ledger (no server clock to judge a replay window on)"
 fi
 faults=(client-pause client-kill clock)
-if [ "$members" = 2 ]; then
+if [ "$engine" = redis-sentinel ]; then
+  # A master, its replica, three Sentinels (down after 1 s): the master
+  # killed (the replica promoted, the old master back as its replica),
+  # paused past the failover, and cut off from the replica and the
+  # Sentinels while its clients still reach it (the split brain of
+  # asynchronous replication); partition and connection-cut are about the
+  # master's port.
+  faults+=(master-kill master-pause)
+  if [ "$partitions" = 1 ]; then faults+=(master-partition partition connection-cut)
+  else
+    for k in master-partition partition connection-cut; do not_run[$k]="needs root (a network namespace and iptables)"; done
+  fi
+elif [ "$members" = 2 ]; then
   # A primary and its synchronous standby: a failover (the standby
   # promoted, the old primary rebuilt as its standby), and the standby
   # stopped (the primary's commits wait for it); partition and
@@ -150,6 +170,8 @@ dur_of() {  # ms: a client pause outlives the 2 s lease and the 1.5 s ledger lea
     leader-partition) d=$(( 2500 + RANDOM % 1000 )) ;;
     primary-kill) d=200 ;;
     primary-pause|standby-pause) d=$(( 1500 + RANDOM % 1000 )) ;;
+    master-kill) d=200 ;;
+    master-pause|master-partition) d=$(( 3000 + RANDOM % 1500 )) ;;  # past the failover's 2 to 3 s
     partition) d=$(( 1500 + RANDOM % 1000 )) ;;
     connection-cut) d=300 ;;
   esac
@@ -168,7 +190,8 @@ while [ "$at" -lt "$budget" ]; do
   if [ "$round" = 0 ]; then
     first=(client-pause)
     [ "$members" = 3 ] && first+=(leader-kill leader-partition leader-pause)
-    [ "$members" = 2 ] && first+=(primary-kill standby-pause)
+    [ "$engine" = postgres-standby ] && first+=(primary-kill standby-pause)
+    [ "$engine" = redis-sentinel ] && first+=(master-partition master-kill master-pause)
     rest=()
     for k in "${order[@]}"; do [[ " ${first[*]} " == *" $k "* ]] || rest+=("$k"); done
     order=()
@@ -192,13 +215,14 @@ if [ "$dry" = 1 ]; then
   exit 0
 fi
 rm -rf "$out"
-mkdir -p "$out/h" "$out/pids"
+mkdir -p "$out/h" "$out/pids" "$out/went-back"
 cp "$schedule" "$out/schedule.txt"
 rm -f "$schedule"
 
 # --- the store -------------------------------------------------------------
 srv="$root/tests/$family/$family.sh"  # the server's script
 [ "$engine" = postgres-standby ] && srv="$root/tests/postgres/standby.sh"
+[ "$engine" = redis-sentinel ] && srv="$root/tests/redis/sentinel.sh"
 stop_server() {
   case "$family" in
     postgres|redis|etcd|zookeeper) bash "$srv" stop "$state" ;;
@@ -222,6 +246,14 @@ case "$engine" in
     port=13540
     bash "$srv" start "$state" "$port" sync
     store="postgres:$(bash "$srv" conninfo "$state" "$port")" ;;
+  redis-sentinel)
+    port=13560
+    # The master, the replica and the Sentinels run with group ids of their
+    # own (master-partition's owner match).
+    if [ -n "$netns" ]; then export COORD_MEMBER_GID_BASE=64100; fi
+    bash "$srv" start "$state" "$port"
+    unset COORD_MEMBER_GID_BASE
+    store="$(bash "$srv" conninfo "$state" "$port")" ;;
   etcd|zookeeper|etcd-cluster|zookeeper-ensemble)
     case "$engine" in etcd) port=23390 ;; zookeeper) port=23400 ;; etcd-cluster) port=13500 ;; zookeeper-ensemble) port=13520 ;; esac
     # In the namespace, member i runs with group id 64100+i: iptables' owner
@@ -244,11 +276,15 @@ slots_at=$(( ($(date +%s) - 60) * 1000 ))
 slots=$(( seconds * 4 ))
 declare -a sups=()
 clients=()
+# A client that saw the store go back (exit status 3: state_went_back, after
+# a failover lost writes it saw acknowledged) leaves DIR/went-back/NAME and
+# is not run again until the recovery (recover, below) removed it.
 supervise() {  # NAME WORKLOAD INDEX: runs the client again whenever a fault killed it
-  local name=$1 workload=$2 index=$3 hist="$out/h/$1.jsonl" extra=()
+  local name=$1 workload=$2 index=$3 hist="$out/h/$1.jsonl" extra=() rc
   [ "$workload" = register ] && extra=(--holder "$out/holder.register")
   [ "$workload" = control ] && extra=(--holder "$out/holder.control")
   while [ "$(now)" -lt "$until" ]; do
+    while [ -e "$out/went-back/$name" ] || [ -e "$out/recovering" ]; do sleep 0.05; done
     if [ -f "$out/clock.$name" ]; then
       env FAKETIME="$(cat "$out/clock.$name")" FAKETIME_DONT_FAKE_MONOTONIC=1 LD_PRELOAD="$faketime_lib" \
         "$client" run --store "$store" --workload "$workload" --proc "$name" --history "$hist" --until "$until" \
@@ -259,7 +295,11 @@ supervise() {  # NAME WORKLOAD INDEX: runs the client again whenever a fault kil
     fi
     local pid=$!
     echo "$pid" > "$out/pids/$name"
-    wait "$pid" || true
+    rc=0; wait "$pid" || rc=$?
+    if [ "$rc" = 3 ]; then
+      echo "$name $(now)" >> "$out/went-back.log"
+      : > "$out/went-back/$name"
+    fi
     # libfaketime keeps a shared-memory segment and a semaphore named by the
     # pid, removed at exit: a SIGKILL leaves them, and a later faketime whose
     # pid is the same fails ("sem_open: File exists").
@@ -292,6 +332,36 @@ restarting=""
 back() {  # waits for a member's restart (leader-kill) to finish
   [ -z "$restarting" ] || wait "$restarting" || { log "a member did not come back"; exit 1; }
   restarting=""
+  # Sentinel: and for the demoted master to replicate the new one.
+  [ "$engine" != redis-sentinel ] || bash "$srv" settled "$state" || { log "the Sentinels' servers did not settle"; exit 1; }
+}
+# The README's recovery ("When a store lost its data"), once clients saw the
+# store go back: every client stopped, the store initialized again with
+# floors above what it handed out (the largest segment ID in the
+# histories, the store's time for fences, the ledger and reservations),
+# the clients started again.
+recover() {
+  compgen -G "$out/went-back/*" >/dev/null || return 0
+  local t0 who floor c p i
+  t0=$(now)
+  : > "$out/recovering"
+  sleep 0.2  # a supervisor between its check and its start
+  for i in 1 2 3; do
+    for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+    sleep 0.1
+  done
+  who=$(ls "$out/went-back" | paste -sd, -)
+  floor=$(cat "$out"/h/*.jsonl | grep '"gen":"segment"' | grep '"type":"ok"' | grep -o '"id":"[0-9]*"' | grep -o '[0-9]*' |
+    sort -n | tail -n 1 || true)
+  # (Tried again for up to a minute: a failover may be under way.)
+  local give_up=$(( $(now) + 60000000000 ))
+  until "$coordctl" store init --store "$store" --force --segment-floor "${floor:-0}" --fence-floor now --ledger-floor now \
+      >>"$out/recovery.log" 2>&1; do
+    [ "$(now)" -lt "$give_up" ] || { log "the recovery failed:"; tail -n 5 "$out/recovery.log" >&2; : > "$out/recovery-failed"; return 1; }
+    sleep 0.5
+  done
+  rm -f "$out"/went-back/* "$out/recovering"
+  fault_line "$t0" recovery "$who" ",\"segment_floor\":${floor:-0}"
 }
 pid_of() { cat "$out/pids/$1" 2>/dev/null || true; }
 holder() { cat "$out/holder.$1" 2>/dev/null || true; }
@@ -310,12 +380,14 @@ heal() {
   for c in "${clients[@]}"; do p=$(pid_of "$c"); [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true; done
   case "$engine" in
     postgres-standby) for r in primary standby; do bash "$srv" resume "$state" "$r" 2>/dev/null || true; done ;;
+    redis-sentinel) bash "$srv" resume "$state" 2>/dev/null || true ;;
     postgres|redis) bash "$srv" resume "$state" 2>/dev/null || true ;;
     etcd|zookeeper|etcd-cluster|zookeeper-ensemble)
       for ((m = 0; m < members; m++)); do bash "$srv" resume "$state" "$m" 2>/dev/null || true; done ;;
   esac
 }
 cleanup() {
+  [ -z "${recoverer:-}" ] || kill "$recoverer" 2>/dev/null || true
   [ -z "$restarting" ] || wait "$restarting" 2>/dev/null || true
   heal
   for s in "${sups[@]}"; do kill "$s" 2>/dev/null || true; done
@@ -426,6 +498,37 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
       extra=",\"primary_after\":\":$(bash "$srv" primary-port "$state")\""
       bash "$srv" rebuild "$state" &
       restarting=$! ;;
+    master-kill)
+      # SIGKILL the master; the Sentinels promote the replica (kill-master
+      # waits for it); the old master comes back on its data as the new
+      # one's replica while the next client faults run.
+      targets=":$(bash "$srv" master "$state")"
+      bash "$srv" kill-master "$state"; sleep_ms "$d"
+      extra=",\"master_after\":\":$(bash "$srv" master "$state")\""
+      bash "$srv" rejoin "$state" >/dev/null &
+      restarting=$! ;;
+    master-pause)
+      # SIGSTOP past the failover: on SIGCONT the old master takes writes
+      # on the connections its clients kept until the Sentinels demote it.
+      targets=":$(bash "$srv" master "$state")"
+      bash "$srv" pause-master "$state"; sleep_ms "$d"
+      extra=",\"master_after\":\":$(bash "$srv" master "$state")\""
+      bash "$srv" resume "$state" ;;
+    master-partition)
+      # The master cut off from its replica and the Sentinels (the
+      # connections they open to its port: iptables' owner match on their
+      # group ids marks them, and every packet of a marked connection is
+      # dropped), its clients still reaching it: the Sentinels promote the
+      # replica, and both take writes until the partition heals and the
+      # old master is demoted (what it took meanwhile is lost).
+      local mp; mp=$(bash "$srv" master "$state"); targets=":$mp"
+      for g in "$(bash "$srv" gid "$state" replica)" "$(bash "$srv" gid "$state" sentinels)"; do
+        fw -A OUTPUT -p tcp --dport "$mp" -m owner --gid-owner "$g" -j CONNMARK --set-mark 7
+      done
+      fw -A OUTPUT -m connmark --mark 7 -j DROP
+      sleep_ms "$d"
+      extra=",\"master_after\":\":$(bash "$srv" master "$state")\""
+      fw -F OUTPUT ;;
     primary-pause|standby-pause)
       local r=${kind%-pause}; targets=$r
       bash "$srv" pause "$state" "$r"; sleep_ms "$d"; bash "$srv" resume "$state" "$r" ;;
@@ -447,7 +550,8 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
       # Every packet to and from the server's client port dropped (a
       # cluster's leader's: its clients move to another member).
       local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
-      [ "$members" = 2 ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      [ "$engine" = postgres-standby ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      [ "$engine" = redis-sentinel ] && { p=$(bash "$srv" master "$state"); targets="master"; }
       targets=${targets:-server}
       fw -I INPUT -p tcp --dport "$p" -j DROP
       fw -I OUTPUT -p tcp --sport "$p" -j DROP
@@ -457,7 +561,8 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
       # Every packet to the server (a cluster's leader) answered with a
       # reset: open connections break.
       local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
-      [ "$members" = 2 ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      [ "$engine" = postgres-standby ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
+      [ "$engine" = redis-sentinel ] && { p=$(bash "$srv" master "$state"); targets="master"; }
       targets=${targets:-server}
       fw -I INPUT -p tcp --dport "$p" -j REJECT --reject-with tcp-reset
       sleep_ms "$d"
@@ -467,18 +572,36 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
 }
 
 log "store $store; $seconds s, seed $seed; faults: ${kinds[*]}"
+# The recovery runs beside the faults, as soon as a client saw the store go
+# back (an operator paged), until the clients' end.
+recoverer=""
+if [ "$engine" = redis-sentinel ]; then
+  ( while [ "$(now)" -lt "$until" ] || compgen -G "$out/went-back/*" >/dev/null; do
+      recover || exit 1
+      sleep 0.1
+    done ) &
+  recoverer=$!
+fi
 while read -r at kind d ti; do
   wait_until=$(( start + at * 1000000 ))
   n=$(now); [ "$n" -lt "$wait_until" ] && sleep_ms $(( (wait_until - n) / 1000000 ))
+  case "$kind" in client-*|clock) ;; *) back ;; esac
   # A fault late past its time (a cluster member's restart waits for it to
   # catch up) that would outlast the clients is not run: nothing to see.
-  if [ "$(now)" -gt $(( until - (d + 1000) * 1000000 )) ]; then log "not run: $kind at $at ms (the run ends first)"; continue; fi
+  # After a Sentinel failover the old master is demoted only about 8 s after
+  # the Sentinels see it again (a wait of Sentinel's own): the clients must
+  # still be running then to see what it lost.
+  tail=1000
+  [ "$engine" = redis-sentinel ] && case "$kind" in master-pause|master-partition) tail=12000 ;; master-kill) tail=4000 ;; esac
+  if [ "$(now)" -gt $(( until - (d + tail) * 1000000 )) ]; then log "not run: $kind at $at ms (the run ends first)"; continue; fi
   run_fault "$kind" "$d" "$ti"
 done < "$out/schedule.txt"
 back
 heal
 for s in "${sups[@]}"; do wait "$s" 2>/dev/null || true; done
 sups=()
+[ -z "$recoverer" ] || wait "$recoverer" || { log "the recovery failed"; exit 1; }
+recoverer=""
 
 # --- the final reads -------------------------------------------------------
 finals=0
@@ -501,9 +624,29 @@ cat "$out"/h/ctl-*.jsonl > "$out/control.jsonl" 2>/dev/null || : > "$out/control
 find "$out/h" -name '*.jsonl' ! -name 'ctl-*' -print0 | sort -z | xargs -0 cat > "$out/history.jsonl"
 meta=(--meta "engine=$engine" --meta "seed=$seed" --meta "seconds=$seconds" --meta "store=$store")
 for k in "${!not_run[@]}"; do meta+=(--meta "not_run.$k=${not_run[$k]}"); done
+went_back=0; [ -f "$out/went-back.log" ] && went_back=$(wc -l < "$out/went-back.log")
+recoveries=$(grep -c '"kind":"recovery"' "$out/h/faults.jsonl" 2>/dev/null || true)
+meta+=(--meta "went_back=$went_back" --meta "recoveries=${recoveries:-0}")
 rc=0
 "$check" "$out/history.jsonl" --control "$out/control.jsonl" --summary "$out/summary.json" --svg "$out/timeline.svg" \
-  "${meta[@]}" || rc=$?
+  "${meta[@]}" | tee "$out/check.txt" || rc=$?
+# Redis replicates asynchronously: a failover may lose writes the master
+# acknowledged (the seed's warning, the README's Redis section), and what
+# was handed out from them may be handed out again by the promoted replica
+# before anyone can tell. Such violations pass only as that loss: a master
+# fault ran, the clients that saw the lost writes were refused
+# (state_went_back: coord detected it) and the recovery ran; and the
+# control was caught as on every engine.
+if [ "$engine" = redis-sentinel ] && [ "$rc" = 1 ] && ! grep -q 'THE CONTROL PASSED' "$out/check.txt"; then
+  if ! grep -q '"kind":"master-' "$out/h/faults.jsonl"; then
+    log "violations without a master fault: not the loss a failover may cause"
+  elif [ "$went_back" -lt 1 ] || [ "${recoveries:-0}" -lt 1 ]; then
+    log "violations, and no client saw the store go back: the loss went undetected"
+  else
+    log "violations by design (asynchronous replication lost acknowledged writes in a failover): detected by $went_back clients (state_went_back), recovered $recoveries times"
+    rc=0
+  fi
+fi
 [ "$finals" = 0 ] || rc=1
 log "history, summary.json and timeline.svg in $out"
 exit "$rc"

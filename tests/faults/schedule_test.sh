@@ -4,7 +4,7 @@
 # gives the same schedule, another seed another one; every schedule opens
 # with a client pause (the fault the control is caught under) and fits the
 # run; the embedded stores get no server or network faults; a cluster's
-# server faults are its leader's.
+# server faults are its leader's; with Sentinels, the master's.
 set -u
 run="$(dirname "$0")/run.sh"
 failures=0
@@ -29,6 +29,11 @@ echo "$g" | grep -q server- && fail "single-server faults on an ensemble: $g"
 p=$(bash "$run" --engine postgres-standby --seconds 60 --seed 3 --dry-run)
 echo "$p" | grep -q primary-kill || fail "no failover on a primary and its standby: $p"
 echo "$p" | grep -Eq 'server-|leader-' && fail "single-server or cluster faults on a primary and its standby: $p"
+r=$(bash "$run" --engine redis-sentinel --seconds 60 --seed 3 --dry-run)
+echo "$r" | grep -q master-kill || fail "no master kill with Sentinels: $r"
+second=master-partition; [ "$(id -u)" = 0 ] || second=master-kill  # (partitions need root)
+[ "$(echo "$r" | sed -n 2p | cut -d' ' -f2)" = "$second" ] || fail "no $second right after the client pause with Sentinels: $r"
+echo "$r" | grep -Eq 'server-|leader-|primary-' && fail "single-server, cluster or standby faults with Sentinels: $r"
 bash "$run" --engine nosuch --dry-run 2>/dev/null; [ $? = 2 ] || fail "an unknown engine is not a usage error"
 bash "$run" --engine file --seconds 5 --dry-run 2>/dev/null; [ $? = 2 ] || fail "--seconds 5 is not a usage error"
 [ "$failures" = 0 ] || exit 1

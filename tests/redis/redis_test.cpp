@@ -28,6 +28,7 @@
 #include "coord/open.hpp"
 #include "coord/segment.hpp"
 #include "redis/redis_support.hpp"
+#include "support/failover_checks.hpp"
 #include "support/lease_watch_check.hpp"
 
 namespace {
@@ -799,6 +800,7 @@ TEST(Redis, AServerThatLostItsDataRefusesInsteadOfReissuing) {
     ASSERT_FALSE(old_fence);
     EXPECT_EQ(old_fence.error(), coord::errc::stale_fence) << "a token accepted before the loss passes again";
     EXPECT_GT(old_fence.error().highest, before->token) << "the fence floor is above every lease token granted";
+    coord::test::expect_ledger_fences_above_the_fence_floor(fresh, before->token);
     EXPECT_GE(fresh.fence_read("orders")->fence, old_fence.error().highest);
     EXPECT_FALSE(fresh.fence_read("orders")->written);
     auto next_holder = fresh.lease_acquire("orders-writer", "C", 1h);

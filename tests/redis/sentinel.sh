@@ -23,7 +23,20 @@
 #                                              # it is a master
 #   tests/redis/sentinel.sh failover DIR       # SENTINEL FAILOVER (the master alive, made
 #                                              # the replica); waits until it is done
+#   tests/redis/sentinel.sh pause-master DIR   # SIGSTOP the master (resume: SIGCONT every process)
+#   tests/redis/sentinel.sh resume DIR
+#   tests/redis/sentinel.sh rejoin DIR         # a killed server started again on its data, as the
+#                                              # replica of the master the Sentinels name
+#   tests/redis/sentinel.sh settled DIR        # waits (30 s at most) until the Sentinels' master
+#                                              # says it is one and the other server replicates it
+#   tests/redis/sentinel.sh gid DIR master|replica|sentinels  # the group id that side runs with
 #   tests/redis/sentinel.sh conninfo DIR PORT  # redis+sentinel://...:PORT+2,+3,+4/coord-master
+#
+# With COORD_MEMBER_GID_BASE=G set at start (the fault suite, in its network
+# namespace), the server started as master runs with group id G, the one
+# started as replica G+1 and the Sentinels G+2 (tests/process.sh,
+# as_member), so that iptables' owner match can cut the master off from the
+# others while its clients still reach it.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=tests/process.sh
@@ -32,8 +45,10 @@ source "$here/../process.sh"
 cmd="${1:-}"
 dir="${2:-}"
 port="${3:-}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|master|replicated|pause-replica|resume-replica|kill-master|failover|conninfo DIR [PORT]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|master|replicated|pause-replica|resume-replica|kill-master|failover|pause-master|resume|rejoin|settled|gid|conninfo DIR [PORT]" >&2; exit 2; }
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
+role=""
+[ "$cmd" = gid ] && { role=$port; port=""; }
 [ -z "$port" ] && [ -f "$dir/port" ] && port=$(cat "$dir/port")
 name=coord-master
 
@@ -41,14 +56,19 @@ log() { printf '[sentinel.sh] %s\n' "$*" >&2; }
 cli() { redis-cli -h 127.0.0.1 -p "$1" "${@:2}" 2>/dev/null; }
 sentinel_ports() { echo $((port + 2)) $((port + 3)) $((port + 4)); }
 
+# Master and replica keep every acknowledged write on their disk.
+durable=(--appendonly yes --appendfsync always --save '')
 # start_one NAME PORT ARGS...: a server (or Sentinel) in DIR/NAME, its pid in DIR/NAME/pid.
 start_one() {
   local n=$1 p=$2; shift 2
   mkdir -p "$dir/$n"
-  setsid redis-server "$@" --bind 127.0.0.1 --port "$p" --protected-mode yes --daemonize no \
+  case "$n" in master) as_member 0 ;; replica) as_member 1 ;; *) as_member 2 ;; esac
+  setsid "${member_prefix[@]}" redis-server "$@" --bind 127.0.0.1 --port "$p" --protected-mode yes --daemonize no \
     --dir "$dir/$n" --logfile "$dir/$n/log" </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/$n/pid"
 }
+# The directory (master or replica) of the server on port $1.
+name_of_port() { if [ "$1" = "$port" ]; then echo master; else echo replica; fi; }
 wait_ping() {
   local n=$1 p=$2 i
   for i in $(seq 1 600); do
@@ -90,7 +110,7 @@ case "$cmd" in
     stop_all
     rm -rf "$dir"; mkdir -p "$dir"
     echo "$port" > "$dir/port"
-    durable=(--appendonly yes --appendfsync always --save '')
+    echo "${COORD_MEMBER_GID_BASE:-}" > "$dir/gid-base"
     start_one master "$port" "${durable[@]}"
     wait_ping master "$port"
     start_one replica $((port + 1)) "${durable[@]}" --replicaof 127.0.0.1 "$port"
@@ -182,6 +202,47 @@ case "$cmd" in
       sleep 0.05
     done
     log "no failover within 30 s of asking for one"; exit 1
+    ;;
+  pause-master)
+    kill -STOP "$(cat "$dir/$(name_of_port "$(master_port)")/pid")"
+    ;;
+  resume)
+    for f in "$dir"/*/pid; do [ -f "$f" ] && kill -CONT "$(cat "$f")" 2>/dev/null || true; done
+    ;;
+  rejoin)
+    m=$(master_port)
+    for n in master replica; do
+      alive "$(cat "$dir/$n/pid")" && continue
+      p=$port; [ "$n" = replica ] && p=$((port + 1))
+      start_one "$n" "$p" "${durable[@]}" --replicaof 127.0.0.1 "$m"
+      wait_ping "$n" "$p"
+    done
+    "$0" settled "$dir"
+    ;;
+  settled)
+    for _ in $(seq 1 600); do
+      m=$(master_port || true)
+      if [ -n "$m" ]; then
+        r=$port; [ "$m" = "$port" ] && r=$((port + 1))
+        info=$(cli "$r" info replication | tr -d '\r')
+        if cli "$m" role | head -n 1 | grep -qx master && echo "$info" | grep -qx "master_port:$m" &&
+           echo "$info" | grep -qx 'master_link_status:up'; then
+          exit 0
+        fi
+      fi
+      sleep 0.05
+    done
+    log "not settled in 30 s: the Sentinels name :${m:-none}"; exit 1
+    ;;
+  gid)
+    g=$(cat "$dir/gid-base")
+    [ -n "$g" ] || { log "started without COORD_MEMBER_GID_BASE"; exit 1; }
+    case "$role" in
+      master) echo $((g + $([ "$(name_of_port "$(master_port)")" = master ] && echo 0 || echo 1))) ;;
+      replica) echo $((g + $([ "$(name_of_port "$(master_port)")" = master ] && echo 1 || echo 0))) ;;
+      sentinels) echo $((g + 2)) ;;
+      *) log "gid: master, replica or sentinels"; exit 2 ;;
+    esac
     ;;
   conninfo)
     echo "redis+sentinel://127.0.0.1:$((port + 2)),127.0.0.1:$((port + 3)),127.0.0.1:$((port + 4))/$name"

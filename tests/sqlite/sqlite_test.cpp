@@ -23,6 +23,7 @@
 #include "coord/lease.hpp"
 #include "coord/sqlite/store.hpp"
 #include "support/child_process.hpp"
+#include "support/failover_checks.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -346,6 +347,7 @@ TEST(Sqlite, ADatabaseReplacedByAnOlderCopyOrDeletedIsRefusedUntilTheRecoveryWhi
         auto fresh_key = s.fence_write("a key the copy never had", token, "late");
         ASSERT_FALSE(fresh_key);
         EXPECT_EQ(fresh_key.error(), coord::errc::stale_fence);
+        coord::test::expect_ledger_fences_above_the_fence_floor(s, token);
         auto b = s.lease_acquire("n", "B", 1h);
         ASSERT_TRUE(b);
         EXPECT_GT(b->token, token);

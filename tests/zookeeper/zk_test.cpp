@@ -20,6 +20,7 @@
 #include "coord/fence.hpp"
 #include "coord/lease.hpp"
 #include "support/lease_watch_check.hpp"
+#include "support/failover_checks.hpp"
 #include "zookeeper/zk_support.hpp"
 
 namespace {
@@ -160,6 +161,7 @@ TEST_F(ZooKeeperRestore, ARootDeletedByAnotherClientIsRefusedNeverMadeAgainAndTh
     auto stale = fresh.fence_write("f", a->token, "late");
     ASSERT_FALSE(stale) << "A's token " << a->token << " accepted after the recovery";
     EXPECT_EQ(stale.error(), coord::errc::stale_fence);
+    coord::test::expect_ledger_fences_above_the_fence_floor(fresh, a->token);
     auto b = fresh.lease_acquire("n", "B", 1h);
     ASSERT_TRUE(b) << b.error().code.message();
     EXPECT_GT(b->token, a->token);

@@ -700,6 +700,40 @@ BEGIN
   RETURN v || '|' || r.touched_ms;
 END $$;
 )SQL"},
+        {8, "a ledger claim's fence above the store's fence floor (a recovery's), so that its fenced effect passes it", R"SQL(
+-- As in migration 6, the granted fence above the fence floor: a key with no
+-- fence record refuses tokens below the floor, and a claim's fenced effect
+-- after a recovery would be refused for ever.
+CREATE OR REPLACE FUNCTION coord_ledger_claim(p_key text, p_scheduled_ms bigint, p_version bigint, p_worker text,
+  p_hash text, p_ttl bigint, p_window_ms bigint, p_now bigint)
+RETURNS TABLE(o_kind int, o_fence bigint, o_attempt bigint, o_holder text, o_lease_until bigint, o_result bytea)
+LANGUAGE plpgsql AS $$
+DECLARE r coord_ledger; now_ns bigint := coord_now_ns(p_now); below boolean; ff bigint; f bigint;
+BEGIN
+  IF p_scheduled_ms::numeric + p_window_ms < floor(now_ns::numeric / 1000000) THEN
+    RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
+  SELECT p_scheduled_ms <= ledger_floor_ms, least(fence_floor, 9223372036854775806)::bigint INTO below, ff
+    FROM coord_store WHERE id = 1;
+  IF below IS NULL THEN RAISE EXCEPTION 'coord: the store was never initialized' USING ERRCODE = 'CD001'; END IF;
+  IF NOT below THEN INSERT INTO coord_ledger(key) VALUES (p_key) ON CONFLICT DO NOTHING; END IF;
+  SELECT * INTO r FROM coord_ledger WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN; END IF;
+  IF (r.attempt > 0 OR r.state <> 0) AND r.payload_hash <> p_hash THEN
+    RETURN QUERY SELECT 3, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN;
+  END IF;
+  IF r.state = 2 THEN RETURN QUERY SELECT 1, r.fence, r.attempt, ''::text, 0::bigint, r.result; RETURN; END IF;
+  IF below THEN RETURN QUERY SELECT 4, 0::bigint, 0::bigint, ''::text, 0::bigint, ''::bytea; RETURN; END IF;
+  IF r.state = 1 AND now_ns < r.lease_until_ns THEN
+    RETURN QUERY SELECT 2, r.fence, r.attempt, r.holder, r.lease_until_ns, ''::bytea; RETURN;
+  END IF;
+  f := greatest(r.fence, ff) + 1;
+  UPDATE coord_ledger SET scheduled_ms = p_scheduled_ms, schedule_version = p_version, payload_hash = p_hash,
+    state = 1, fence = f, attempt = r.attempt + 1, holder = p_worker, lease_until_ns = now_ns + p_ttl,
+    started_ns = now_ns WHERE key = p_key;
+  RETURN QUERY SELECT 0, f, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,8 @@ public:
     /// The store's generation: one more for every call that can hand
     /// something out (scripts.hpp, "The store's generation").
     std::string generation() const { return tag_ + "generation"; }
+    /// A pooled connection's writer (scripts.hpp, "The store's generation").
+    std::string writer(std::string_view id) const { return of("writer", id); }
 
 private:
     std::string tag_;
@@ -126,29 +129,50 @@ public:
     }
 
     /// Runs a script that counts the store's generation (scripts.hpp, "The
-    /// store's generation"): the generation's key and the highest generation
-    /// this store object saw go last, the answer comes back without the
-    /// generation (kept when it is higher), and a store that went back is
-    /// errc::state_went_back, then for every call of this store object (or
-    /// store_uninitialized when its identity key is gone too).
+    /// store's generation"): this store object's writer key and the
+    /// generation's go last, then the number of its last write acknowledged,
+    /// this write's number (0 for a read) and the highest generation it saw;
+    /// the answer comes back without the generation (kept when it is
+    /// higher), and a store that went back (below the generation, or without
+    /// a write this store object saw acknowledged) is
+    /// errc::state_went_back, then for every call of this
+    /// store object (store_uninitialized when its identity key is gone too,
+    /// store_identity_changed when it was initialized again).
     result<reply> guarded(pool::call& c, const script& s, std::vector<std::string> ks, std::vector<std::string> args,
                           bool writes) {
         if (auto back = went_back()) return unexpected(*back);
-        const long long saw = seen_.load(std::memory_order_relaxed);
+        const std::int64_t saw = seen_.load(std::memory_order_relaxed);
+        // Quiet for long (its key may have expired), or the store initialized
+        // by this store object since: nothing it wrote before is asked for.
+        const auto now = coord::detail::deadline_clock::now().time_since_epoch().count();
+        if (now - written_at_.load(std::memory_order_relaxed) > writer_checked_for.count())
+            acknowledged_.store(0, std::memory_order_relaxed);
+        const std::int64_t next = writes ? sent_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+        if (writes) written_at_.store(now, std::memory_order_relaxed);
+        ks.push_back(keys_.writer(writer_));
         ks.push_back(keys_.generation());
+        const std::int64_t lo = acknowledged_.load(std::memory_order_relaxed);
+        args.push_back(std::to_string(lo));
+        args.push_back(std::to_string(next));
         args.push_back(std::to_string(saw));
         auto r = c.eval(s, ks, args, writes);
         if (!r) return r;
         redisReply* top = r->get();
         if (top->type != REDIS_REPLY_ARRAY || top->elements != 2 || top->element[0]->type != REDIS_REPLY_INTEGER)
             return unexpected(bad_reply("a script counting the store's generation"));
-        const long long generation = top->element[0]->integer;
+        const std::int64_t generation = top->element[0]->integer;
         reply answer(top->element[1]);
         top->element[1] = nullptr;
         top->elements = 1;
         *r = std::move(answer);
         const auto status = (*r)->type == REDIS_REPLY_ARRAY ? element(r->get(), 0) : text(r->get());
-        if (status == "W") return unexpected(went_back_from(c, generation, saw));
+        if (status == "W")
+            return unexpected(went_back_from(c, "its generation is " + std::to_string(generation) + ", below the " +
+                                                    std::to_string(saw) + " this process saw"));
+        if (status == "L")
+            return unexpected(went_back_from(c, "a write this process saw acknowledged is gone (its count of writes " +
+                                                    keys_.writer(writer_) + " is below " + std::to_string(lo) + ")"));
+        if (writes) raise(acknowledged_, next);  // the script set it
         saw_generation(generation);
         return judged(std::move(r));
     }
@@ -159,13 +183,11 @@ public:
         std::lock_guard lk(mutex_);
         identity_ = std::move(id);
         went_back_.reset();
+        acknowledged_.store(0, std::memory_order_relaxed);
     }
 
     /// Raises the highest generation this store object saw to `g`.
-    void saw_generation(long long g) noexcept {
-        for (long long known = seen_.load(std::memory_order_relaxed); g > known && !seen_.compare_exchange_weak(known, g);) {
-        }
-    }
+    void saw_generation(std::int64_t g) noexcept { raise(seen_, g); }
 
     /// The refusal every call of this store object answers once the store
     /// was seen to go back (none before).
@@ -222,21 +244,36 @@ public:
     }
 
 private:
-    // A generation below what this store object saw: the identity key says
-    // whether the store lost everything (store_uninitialized, as for a
-    // store never initialized: the next call asks again) or went back to an
-    // older state (state_went_back, kept for every later call: other
-    // clients' calls may raise the generation again, not bring back what
-    // was lost).
-    coord::error went_back_from(pool::call& c, long long generation, long long saw) {
+    // The writer is checked only within this long of its last write: its
+    // key lives 7 days after it (scripts.hpp), and a day is the margin for
+    // the two machines' clocks.
+    static constexpr auto writer_checked_for =
+        std::chrono::duration_cast<coord::detail::deadline_clock::duration>(std::chrono::hours(24 * 6));
+
+    static void raise(std::atomic<std::int64_t>& a, std::int64_t v) noexcept {
+        for (std::int64_t known = a.load(std::memory_order_relaxed); v > known && !a.compare_exchange_weak(known, v);) {
+        }
+    }
+
+    // A generation below what this store object saw, or a connection's
+    // writer below what it wrote (`why`): the identity key says whether the
+    // store lost everything (store_uninitialized, as for a store never
+    // initialized: the next call asks again), was initialized again since
+    // (store_identity_changed) or went back to an older state
+    // (state_went_back, kept for every later call: other clients' calls may
+    // raise the generation again, not bring back what was lost).
+    coord::error went_back_from(pool::call& c, const std::string& why) {
         auto id = c.command({"GET", keys_.identity()}, false);
         if (!id) return id.error();
         if ((*id)->type != REDIS_REPLY_STRING)
             return coord::error(coord::make_error_code(coord::errc::store_uninitialized), uninitialized_words());
+        if (const std::string known = identity(); !known.empty() && text(id->get()).substr(0, 32) != known)
+            return coord::error(coord::make_error_code(coord::errc::store_identity_changed),
+                                "the Redis store at " + calls_.url() + " (" + keys_.tag() +
+                                    ") was initialized again since this process opened it");
         coord::error e(coord::make_error_code(coord::errc::state_went_back),
-                       "the Redis store at " + calls_.url() + " (keys " + keys_.tag() + ") went back: its generation is " +
-                           std::to_string(generation) + ", below the " + std::to_string(saw) +
-                           " this process saw (the server restarted from an older append-only file or snapshot, or a "
+                       "the Redis store at " + calls_.url() + " (keys " + keys_.tag() + ") went back: " + why +
+                           " (the server restarted from an older append-only file or snapshot, or a "
                            "replica that missed writes took over), so fence records, segment counters, ledger "
                            "records, time reservations and token revocations may be older than answers already "
                            "given; nothing was answered from the older state, and this store object refuses every "
@@ -271,7 +308,14 @@ private:
     std::mutex mutex_;
     std::string identity_;
     std::optional<coord::error> went_back_;
-    std::atomic<long long> seen_{0};
+    std::atomic<std::int64_t> seen_{0};
+    // The writer (scripts.hpp, "The store's generation"): its key's name,
+    // the number of the last write sent, the highest one acknowledged, and
+    // this machine's time of the last write sent.
+    std::string writer_ = coord::detail::new_store_identity();
+    std::atomic<std::int64_t> sent_{0};
+    std::atomic<std::int64_t> acknowledged_{0};
+    std::atomic<coord::detail::deadline_clock::rep> written_at_{0};
 };
 
 }  // namespace coord::redis::detail

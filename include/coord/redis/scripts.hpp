@@ -136,18 +136,49 @@ namespace coord::redis::scripts {
 // {generation, answer}, and the client keeps the larger generation. The
 // operation is the script's body made a function (`op`), so that its own
 // answers stay as they were.
+//
+// The generation alone misses a loss that other clients' later calls
+// covered (a replica promoted without one client's last writes, then
+// written to by others). So each store object also has a writer key of its
+// own (KEYS' last but one, "{prefix}:writer:<id>"; ARGV's last but two and
+// last but one: lo and next), which only its calls set: a script that can
+// hand something out raises it to next (the store object numbers its
+// writes), and every script first checks it is at least lo, the highest
+// number of a write the store object saw acknowledged; below, that write is
+// gone, and the answer is {generation, 'L'} before anything was done. The
+// key lives 7 days after the store object's last write (one quiet for
+// longer sends lo = 0).
 #define COORD_REDIS_LUA_OP "local function op()\n"
+#define COORD_REDIS_LUA_WRITER_LOST                                                                     \
+    "local gk, wk = KEYS[#KEYS], KEYS[#KEYS - 1]\n"                                                     \
+    "local wn = tonumber(redis.call('GET', wk) or '0')\n"                                               \
+    "if wn < tonumber(ARGV[#ARGV - 2]) then return {tonumber(redis.call('GET', gk) or '0'), 'L'} end\n"
+// (Writes set the writer and read its count in one SET ... GET, and put the
+// count back on the rare ways out: a count below lo, a generation not above
+// what the client saw, or a larger count already there.)
 #define COORD_REDIS_LUA_GEN_WRITES                                                                      \
     "end\n"                                                                                             \
-    "local gk = KEYS[#KEYS]\n"                                                                          \
-    "local g = redis.call('INCR', gk)\n"                                                                \
-    "if g <= tonumber(ARGV[#ARGV]) then redis.call('DECR', gk) return {g - 1, 'W'} end\n"               \
+    "local gk, wk, ttl = KEYS[#KEYS], KEYS[#KEYS - 1], '604800000'\n"                                   \
+    "local old = redis.call('SET', wk, ARGV[#ARGV - 1], 'PX', ttl, 'GET')\n"                            \
+    "local wn = tonumber(old or '0')\n"                                                                 \
+    "local back = wn < tonumber(ARGV[#ARGV - 2])\n"                                                     \
+    "local g = 0\n"                                                                                     \
+    "if not back then\n"                                                                                \
+    "  g = redis.call('INCR', gk)\n"                                                                    \
+    "  if g <= tonumber(ARGV[#ARGV]) then redis.call('DECR', gk) g = g - 1 back = 'W' end\n"            \
+    "end\n"                                                                                             \
+    "if back or wn > tonumber(ARGV[#ARGV - 1]) then\n"                                                  \
+    "  if old then redis.call('SET', wk, old, 'PX', ttl) else redis.call('DEL', wk) end\n"              \
+    "end\n"                                                                                             \
+    "if back == 'W' then return {g, 'W'} end\n"                                                         \
+    "if back then return {tonumber(redis.call('GET', gk) or '0'), 'L'} end\n"                           \
     "local r = op()\n"                                                                                  \
     "if type(r) == 'table' and r.err then return r end\n"                                               \
     "return {g, r}\n"
 #define COORD_REDIS_LUA_GEN_READS                                                                       \
     "end\n"                                                                                             \
-    "local g = tonumber(redis.call('GET', KEYS[#KEYS]) or '0')\n"                                       \
+    COORD_REDIS_LUA_WRITER_LOST                                                                         \
+    "local g = tonumber(redis.call('GET', gk) or '0')\n"                                                \
     "if g < tonumber(ARGV[#ARGV]) then return {g, 'W'} end\n"                                           \
     "local r = op()\n"                                                                                  \
     "if type(r) == 'table' and r.err then return r end\n"                                               \
@@ -650,6 +681,8 @@ if lf and st ~= '2' and ucmp(ARGV[4], lf) <= 0 then return {'4', '0', '0', '', '
 if (a > 0 or st ~= '0') and (r[6] or '') ~= ARGV[7] then return {'3', '0', '0', '', '0', ''} end
 if st == '2' then return {'1', f, string.format('%d', a), '', '0', r[7] or ''} end
 if st == '1' and ucmp(now, r[5] or '0') < 0 then return {'2', f, string.format('%d', a), r[4] or '', r[5], ''} end
+local ff = string.match(idv, '^%x+:%d+:0*(%d-):') or ''
+if ff ~= '' and ucmp(ff, f) > 0 then f = ff end
 f = uadd(f, '1')
 local attempt = string.format('%d', a + 1)
 local lu = add(now, ARGV[8])
@@ -905,5 +938,6 @@ inline const detail::script echo{"#!lua flags=no-writes\nreturn ARGV[1]\n"};
 #undef COORD_REDIS_LUA_OP
 #undef COORD_REDIS_LUA_GEN_WRITES
 #undef COORD_REDIS_LUA_GEN_READS
+#undef COORD_REDIS_LUA_WRITER_LOST
 
 }  // namespace coord::redis::scripts

@@ -7,6 +7,7 @@
 // (coord/job_ledger.hpp) for its store concept and class template.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -85,7 +86,11 @@ struct ledger_rule {
     }
 
     /// The claim at the store's `now_ns`; the caller checked too_old first.
-    static result<claim_outcome> claim(ledger_record& r, const ledger_claim_request& q, std::int64_t now_ns) {
+    /// A granted claim's fence is above the store's fence floor (a
+    /// recovery's), so that its fenced effect passes the floor on a key
+    /// without a record, which refuses tokens below it.
+    static result<claim_outcome> claim(ledger_record& r, const ledger_claim_request& q, std::int64_t now_ns,
+                                       fence_token fence_floor = 0) {
         claim_outcome out;
         const bool known = r.attempt > 0 || r.state != ledger_record::state_t::idle;
         if (known && r.payload_hash != q.payload_hash) {
@@ -112,7 +117,7 @@ struct ledger_rule {
         r.schedule_version = q.schedule_version;
         r.payload_hash = std::string(q.payload_hash);
         r.state = ledger_record::state_t::running;
-        r.fence += 1;
+        r.fence = std::max(r.fence, fence_floor) + 1;
         r.attempt += 1;
         r.holder = std::string(q.worker);
         r.lease_until = std::chrono::nanoseconds(add_saturated(now_ns, q.lease_ttl.count()));

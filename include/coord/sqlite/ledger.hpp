@@ -171,7 +171,7 @@ private:
         // (its done record may have been lost); a done record still replays.
         if (q.scheduled.count() <= t.floors().ledger_ms && rec.state != ledger_record::state_t::done)
             return coord::detail::ledger_rule::expired();
-        return coord::detail::ledger_rule::claim(rec, q, now);
+        return coord::detail::ledger_rule::claim(rec, q, now, t.floors().fence);
     }
 
     static result<std::optional<ledger_record>> load(database::transaction& t, std::string_view key) {

@@ -681,7 +681,7 @@ public:
                     auto* done = find_record(s, q.key);
                     if (!done || done->state != ledger_record::state_t::done) return detail::ledger_rule::expired();
                 }
-                return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q, now);
+                return detail::ledger_rule::claim(detail::find_or_insert(s.ledger, q.key), q, now, s.floors.fence);
             },
             [](const result<claim_outcome>& r) { return r->kind == claim_outcome::granted; });
     }

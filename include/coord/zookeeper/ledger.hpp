@@ -45,9 +45,11 @@ public:
 
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         using rule = coord::detail::ledger_rule;
+        auto floor = ctx_.lease_floor();  // the store's fence floor
+        if (!floor) return unexpected(floor.error());
         return cas<claim_outcome>(q.key, &q, [&](ledger_record& r, bool, std::int64_t now) -> step<claim_outcome> {
             if (rule::too_old(q, now)) return {rule::expired(), false};
-            auto c = rule::claim(r, q, now);
+            auto c = rule::claim(r, q, now, *floor);
             if (!c) return {unexpected(c.error()), false};
             const bool write = c->kind == claim_outcome::granted;
             return {std::move(c), write};
