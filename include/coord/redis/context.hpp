@@ -41,7 +41,7 @@ public:
     /// The store's generation: one more for every call that can hand
     /// something out (scripts.hpp, "The store's generation").
     std::string generation() const { return tag_ + "generation"; }
-    /// A pooled connection's writer (scripts.hpp, "The store's generation").
+    /// A store object's count of its writes (scripts.hpp, "The store's generation").
     std::string writer(std::string_view id) const { return of("writer", id); }
 
 private:
@@ -142,8 +142,9 @@ public:
                           bool writes) {
         if (auto back = went_back()) return unexpected(*back);
         const std::int64_t saw = seen_.load(std::memory_order_relaxed);
-        // Quiet for long (its key may have expired), or the store initialized
-        // by this store object since: nothing it wrote before is asked for.
+        // Quiet for long (its key may have expired): nothing it wrote before
+        // is asked for (nor after this store object initialized the store:
+        // initialized()).
         const auto now = coord::detail::deadline_clock::now().time_since_epoch().count();
         if (now - written_at_.load(std::memory_order_relaxed) > writer_checked_for.count())
             acknowledged_.store(0, std::memory_order_relaxed);
@@ -255,8 +256,8 @@ private:
         }
     }
 
-    // A generation below what this store object saw, or a connection's
-    // writer below what it wrote (`why`): the identity key says whether the
+    // A generation below what this store object saw, or its count of its
+    // writes below what it wrote (`why`): the identity key says whether the
     // store lost everything (store_uninitialized, as for a store never
     // initialized: the next call asks again), was initialized again since
     // (store_identity_changed) or went back to an older state
