@@ -357,7 +357,7 @@ recover() {
   local give_up=$(( $(now) + 60000000000 ))
   until "$coordctl" store init --store "$store" --force --segment-floor "${floor:-0}" --fence-floor now --ledger-floor now \
       >>"$out/recovery.log" 2>&1; do
-    [ "$(now)" -lt "$give_up" ] || { log "the recovery failed:"; tail -n 5 "$out/recovery.log" >&2; : > "$out/recovery-failed"; return 1; }
+    [ "$(now)" -lt "$give_up" ] || { log "the recovery failed:"; tail -n 5 "$out/recovery.log" >&2; return 1; }
     sleep 0.5
   done
   rm -f "$out"/went-back/* "$out/recovering"
@@ -401,6 +401,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Sets p to the client port that takes the writes now (the server's, a
+# cluster's leader's, the primary's, the master's) and targets to its name.
+writes_port() {
+  local l
+  case "$engine" in
+    postgres-standby) p=$(bash "$srv" primary-port "$state"); targets=primary ;;
+    redis-sentinel) p=$(bash "$srv" master "$state"); targets=master ;;
+    *) if [ "$members" = 3 ]; then l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"
+       else p=$port; targets=server; fi ;;
+  esac
+}
 run_fault() {  # KIND DURATION_MS TARGET_INDEX
   local kind=$1 d=$2 ti=$3 t0 targets="" p c extra=""
   case "$kind" in client-*|clock) ;; *) back ;; esac
@@ -549,10 +560,7 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
     partition)
       # Every packet to and from the server's client port dropped (a
       # cluster's leader's: its clients move to another member).
-      local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
-      [ "$engine" = postgres-standby ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
-      [ "$engine" = redis-sentinel ] && { p=$(bash "$srv" master "$state"); targets="master"; }
-      targets=${targets:-server}
+      local p; writes_port
       fw -I INPUT -p tcp --dport "$p" -j DROP
       fw -I OUTPUT -p tcp --sport "$p" -j DROP
       sleep_ms "$d"
@@ -560,10 +568,7 @@ run_fault() {  # KIND DURATION_MS TARGET_INDEX
     connection-cut)
       # Every packet to the server (a cluster's leader) answered with a
       # reset: open connections break.
-      local p=$port l; [ "$members" = 3 ] && { l=$(bash "$srv" leader "$state"); p=$(client_port "$l"); targets="m$l"; }
-      [ "$engine" = postgres-standby ] && { p=$(bash "$srv" primary-port "$state"); targets="primary"; }
-      [ "$engine" = redis-sentinel ] && { p=$(bash "$srv" master "$state"); targets="master"; }
-      targets=${targets:-server}
+      local p; writes_port
       fw -I INPUT -p tcp --dport "$p" -j REJECT --reject-with tcp-reset
       sleep_ms "$d"
       fw -F INPUT ;;
