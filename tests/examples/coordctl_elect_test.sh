@@ -70,7 +70,20 @@ next_start() {
   done
   echo "0 none 0"
 }
-last_token=0
+# watch_reaches T: leader --watch has shown a term of T or later (30 s at
+# most: a liveness bound). It polls, so a term that ends at once may pass
+# unseen (a candidate that lost its term, one started as the rest stop);
+# a term that holds is seen, or the one after it if it was lost meanwhile.
+watch_reaches() {
+  local t
+  for _ in $(seq 600); do
+    t=$(grep -o 'token=[0-9]*$' "$dir/watch" | tail -1 | cut -d= -f2)
+    [ -n "$t" ] && [ "$t" -ge "$1" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+last_token=0; tracked=()
 for round in 1 2 3; do
   read -r token who pid < <(next_start "$last_token")
   [ "$token" -gt 0 ] || { fail "round $round: no COMMAND started after term $last_token"; break; }
@@ -82,13 +95,14 @@ for round in 1 2 3; do
   else
     fail "round $round: leader says '$now' while term $token runs"
   fi
+  watch_reaches "$token" || fail "round $round: leader --watch did not see term $token of $who: $(cat "$dir/watch")"
   kill -KILL "$pid"   # the leader killed outright
-  last_token=$token
+  last_token=$token; tracked+=("$who $token")
 done
-read -r fourth _ _ < <(next_start "$last_token")
+read -r fourth who _ < <(next_start "$last_token")
+tracked+=("$who $fourth")
 [ "$fourth" -gt "$last_token" ] || fail "after the third kill: no fourth COMMAND started"
-# The watcher has seen the fourth leader too before everyone stops.
-for _ in $(seq 200); do grep -q "token=$fourth\$" "$dir/watch" && break; sleep 0.05; done
+watch_reaches "$fourth" || fail "leader --watch did not see the fourth term $fourth: $(cat "$dir/watch")"
 
 # SIGTERM to the rest: each stops cleanly (the leader: its COMMAND stopped, 143).
 # (Again until every supervisor ended: one may have started its candidate again just before.)
@@ -112,9 +126,10 @@ sort -c -n -k2 <(grep '^start' "$dir/log") 2>/dev/null || fail "term numbers onl
 # The watcher saw "none" first, then terms that only grow.
 [ "$(head -1 "$dir/watch")" = none ] || fail "leader --watch starts with none: $(head -1 "$dir/watch")"
 grep -o 'token=[0-9]*' "$dir/watch" | cut -d= -f2 | sort -c -n -u 2>/dev/null || fail "leader --watch: terms grow: $(cat "$dir/watch")"
-while read -r _ t c _; do
-  grep -qx "leader=$c token=$t" "$dir/watch" || fail "leader --watch did not see term $t of $c: $(cat "$dir/watch")"
-done < <(grep '^start' "$dir/log")
+for t in "${tracked[@]}"; do  # a term the rounds followed, where it shows it, with its own candidate
+  set -- $t
+  ! grep -q "token=$2\$" "$dir/watch" || grep -qx "leader=$1 token=$2" "$dir/watch" || fail "leader --watch names term $2 wrongly (it is $1's): $(cat "$dir/watch")"
+done
 expect 0 "none" -- leader --store "$store" --name "$name"
 
 if [ "$failures" != 0 ]; then  # what each candidate said, for the failure's cause
