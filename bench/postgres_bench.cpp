@@ -5,6 +5,8 @@
 //                            the same kind of work a fenced write does, without the rule
 //   BM_Pg_FenceWrite         one fenced write, beside the bare UPDATE in the same iterations
 //                            (x_floor; target <= 1.2)
+//   BM_Pg_FenceWriteFourWriters the same on a store object whose four pooled connections
+//                            all wrote: each write checks the other three's rows (x_floor)
 //   BM_Pg_FenceUpdate        one fenced read-modify-write (two round trips: a transaction)
 //   BM_Floor_PgTransaction   a bare two-statement transaction (BEGIN, UPDATE, INSERT, COMMIT)
 //   BM_Pg_SegmentAllocate    one range from the allocator, beside the bare transaction in the
@@ -164,6 +166,32 @@ void BM_Pg_FenceWrite(benchmark::State& state) {
     coord::bench::fence_write_loop(state, store(), "bench-fence-" + std::to_string(::getpid()), floor);
 }
 BENCHMARK(BM_Pg_FenceWrite)->UseManualTime();
+
+// The same, on a store object whose four pooled connections have all
+// written (each call also checks the other three writers' rows: schema
+// migration 9), beside the same floor (x_floor). fence_update holds its
+// connection while its function runs, so the calls nested in it take the
+// others.
+void BM_Pg_FenceWriteFourWriters(benchmark::State& state) {
+    update_floor floor;
+    coord::postgres::options four;
+    four.pool_size = 4;
+    coord::postgres::store s{conninfo(), {}, four};
+    initialized(s);
+    const std::string key = "bench-fence-4w-" + std::to_string(::getpid());
+    auto wrote = [&](auto&& r) {
+        if (!r) coord::bench::fail("a nested fenced write", r.error().code);
+    };
+    wrote(s.fence_update(key + "-1", ++coord::bench::next_token(), [&](std::string&) {
+        wrote(s.fence_update(key + "-2", ++coord::bench::next_token(), [&](std::string&) {
+            wrote(s.fence_update(key + "-3", ++coord::bench::next_token(), [&](std::string&) {
+                wrote(s.fence_write(key + "-4", ++coord::bench::next_token(), "fourth"));
+            }));
+        }));
+    }));
+    coord::bench::fence_write_loop(state, s, key, floor);
+}
+BENCHMARK(BM_Pg_FenceWriteFourWriters)->UseManualTime();
 
 // A fenced write with KEYS keys already stored (one fresh schema each),
 // to ten keys spread over them: the figure beside memory, file and SQLite

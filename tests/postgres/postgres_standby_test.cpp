@@ -108,6 +108,63 @@ TEST(PostgresStandby, AFailoverToAnAsynchronousStandbyThatLackedTheLastCommitsIs
     EXPECT_GE(next->begin, lost->end) << "a segment ID handed out again";
 }
 
+// A store object with several pooled connections: a commit lost on one of
+// them is refused on the others too (each call checks the other writers'
+// rows against what they saw acknowledged, schema migration 9), also by the
+// statements that check the store themselves (the fenced write, the segment
+// allocation); and the recovery run by that same store object lets its
+// calls through again. fence_update runs its function while holding a
+// connection, so a call inside it takes another one.
+TEST(PostgresStandby, ACommitLostOnOneConnectionIsRefusedOnTheStoreObjectsOtherConnections) {
+    run("start", "async");
+    coord::postgres::options two;
+    two.pool_size = 2;
+    coord::postgres::store s{conninfo(), {}, two};
+    ASSERT_TRUE(s.initialize({}));
+    // Both connections write: the outer call's (C1) and the one inside it (C2).
+    ASSERT_TRUE(s.fence_update("k", 1, [&](std::string& v) {
+        v = "outer";
+        ASSERT_TRUE(s.fence_write("f", 1, "by C2")) << "a second connection";
+    }));
+    auto kept = s.segment_allocate("ids", 10);
+    ASSERT_TRUE(kept) << kept.error().message();
+    run("caught-up");
+    run("cut-standby");
+    // Lost: a commit on C2 only (C1's transaction, around it, rolls back).
+    struct rolled_back {};
+    EXPECT_THROW((void)s.fence_update("k", 2, [&](std::string&) {
+        ASSERT_TRUE(s.fence_write("f", 10, "lost, on C2"));
+        throw rolled_back{};
+    }), rolled_back);
+    run("kill-primary");
+
+    // The next calls take C1, whose own writes all survived: refused all the
+    // same, on the guarded path and on the hot statements' own check.
+    auto w = s.fence_write("f", 5, "between");
+    ASSERT_FALSE(w) << "token 5 accepted after 10 (the older record would take it)";
+    EXPECT_EQ(w.error(), coord::errc::state_went_back) << w.error().code.message();
+    auto r = s.fence_read("f");
+    ASSERT_FALSE(r) << "answered " << r->value << " from the older state";
+    EXPECT_EQ(r.error(), coord::errc::state_went_back) << r.error().message();
+    auto seg = s.segment_allocate("ids", 10);
+    ASSERT_FALSE(seg) << "handed out " << seg->begin << " after a loss";
+    EXPECT_EQ(seg.error(), coord::errc::state_went_back) << seg.error().message();
+
+    // The recovery, by this store object: its calls go through again, above the floors.
+    coord::initial_floors floors;
+    floors.segment = kept->end + 100;
+    floors.fence_now = true;
+    floors.ledger_now = true;
+    ASSERT_TRUE(s.initialize(floors, /*replace=*/true));
+    EXPECT_EQ(s.fence_write("f", 11, "late").error(), coord::errc::stale_fence);
+    auto next = s.segment_allocate("ids", 10);
+    ASSERT_TRUE(next) << next.error().message();
+    EXPECT_GT(next->begin, floors.segment);
+    ASSERT_TRUE(s.fence_update("k", coord::fence_token{1} << 62, [&](std::string&) {
+        ASSERT_TRUE(s.fence_write("g", coord::fence_token{1} << 62, "both connections again"));
+    }));
+}
+
 // A store object's writes are counted per pooled connection (schema
 // migration 7): a row untouched for 30 days is swept, and a writer that finds
 // its row swept after its last touch is not refused; one that finds it gone

@@ -28,6 +28,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -361,9 +362,13 @@ inline std::string millis_text(std::chrono::nanoseconds d) {
 /// in [lo, hi]. A write sets it to hi + 1 (hi grows at once; lo follows when
 /// the write's transaction is known committed), so a write whose outcome is
 /// unknown widens the range and a database that lost an acknowledged write
-/// holds a count below lo: refused (CD004).
+/// holds a count below lo: refused (CD004). Each call also checks the
+/// rows of the pool's other writers against the bounds they published
+/// (pool::siblings), so that a loss is refused on every connection of the
+/// store object, not only on the one that wrote the lost commit.
 struct writer {
     std::string id;               // random, made on the connection's first call
+    unsigned epoch = 0;           // the pool's writer epoch it was made in (pool::renew_writers)
     std::int64_t lo = 0, hi = 0;  // 0: no row made yet
     std::int64_t touched_ms = 0;  // the server's clock at the last touch this writer saw
     coord::detail::deadline touched_at{};  // this machine's time of it
@@ -390,25 +395,39 @@ public:
         writer_.pending_touched = 0;
     }
 
-    /// This connection's writer (see writer).
-    detail::writer& writer() noexcept {
-        if (writer_.id.empty()) writer_.id = coord::detail::new_store_identity();
+    /// This connection's writer (see writer), a new one when it was made
+    /// before the pool's writer epoch `epoch` (the store initialized anew).
+    detail::writer& writer(unsigned epoch) {
+        if (writer_.id.empty() || writer_.epoch != epoch) {
+            writer_ = detail::writer{};
+            writer_.id = coord::detail::new_store_identity();
+            writer_.epoch = epoch;
+        }
         return writer_;
     }
+    /// The writer as the call that holds the connection took it (writer(epoch)).
+    detail::writer& taken_writer() noexcept { return writer_; }
     /// After a statement or pipeline (`ok`: it succeeded; `rollback`: it was
     /// a ROLLBACK): a writer's count set in a transaction that is now
     /// committed is known, hi; one rolled back or failed stays within [lo, hi].
-    void settle(bool ok, bool rollback) noexcept {
-        if (!conn_ || PQtransactionStatus(conn_) != PQTRANS_IDLE) return;  // still in a transaction, or dropped
+    /// True when what the writer knows changed (pool::publish).
+    bool settle(bool ok, bool rollback) noexcept {
+        if (!conn_ || PQtransactionStatus(conn_) != PQTRANS_IDLE) return false;  // still in a transaction, or dropped
+        bool changed = false;
         if (ok && !rollback) {
-            if (writer_.bumped) writer_.lo = writer_.hi;
+            if (writer_.bumped && writer_.lo != writer_.hi) {
+                writer_.lo = writer_.hi;
+                changed = true;
+            }
             if (writer_.pending_touched > writer_.touched_ms) {
                 writer_.touched_ms = writer_.pending_touched;
                 writer_.touched_at = coord::detail::deadline_clock::now();
+                changed = true;
             }
         }
         writer_.bumped = false;
         writer_.pending_touched = 0;
+        return changed;
     }
 
     /// Opens the connection unless it is open and the server did not close
@@ -764,7 +783,7 @@ public:
             if (auto c = ready(); !c) return unexpected(c.error());
             if (!seen_ || !prepare || params.empty()) {
                 auto r = c_->exec(sql, params, writes, prepare, until_);
-                c_->settle(r.has_value(), std::string_view(sql).rfind("ROLLBACK", 0) == 0);
+                settle(r.has_value(), std::string_view(sql).rfind("ROLLBACK", 0) == 0);
                 return r;
             }
             auto r = guarded({guard_step(writes), {sql, params}}, 0, writes);
@@ -775,7 +794,7 @@ public:
             if (auto c = ready(); !c) return unexpected(c.error());
             if (!seen_ || std::none_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); })) {
                 auto r = c_->pipeline(steps, writes, until_);
-                c_->settle(r.has_value(), !steps.empty() && std::string_view(steps.back().sql).rfind("ROLLBACK", 0) == 0);
+                settle(r.has_value(), !steps.empty() && std::string_view(steps.back().sql).rfind("ROLLBACK", 0) == 0);
                 return r;
             }
             const std::size_t at = !steps.empty() && std::string_view(steps.front().sql) == "BEGIN" ? 1 : 0;
@@ -809,22 +828,27 @@ public:
         }
         /// For a statement that checks the store itself and writes (exec_checking):
         /// the writer's step as parameters, to be set by the statement in the
-        /// same transaction when its count is within the range, as the guard
-        /// would ("UPDATE coord_writer SET n = $next WHERE id = $id AND n
-        /// BETWEEN $lo AND $hi"): next, id, lo, hi. nullopt when the writer's
-        /// row may be missing (never made, or its last touch a day ago: rows
+        /// same transaction when its count is within the range and the other
+        /// writers' rows hold what they saw acknowledged, as the guard would
+        /// ("UPDATE coord_writer SET n = $next WHERE id = $id AND n BETWEEN
+        /// $lo AND $hi AND (cardinality($ids) = 0 OR coord_writers_kept($ids,
+        /// $los, $touched))": no other writer, no call of the function): next,
+        /// id, lo, hi, ids, los, touched. nullopt when the writer's row may
+        /// be missing (never made, or its last touch a day ago: rows
         /// untouched for 30 days are swept; the guarded statement touches it,
         /// and tells a sweep from a loss): then the guarded statement must be
         /// used instead.
         std::optional<std::vector<detail::param_value>> writer_step() {
             if (!seen_ || !c_) return std::nullopt;
-            auto& w = c_->writer();
+            auto& w = writer();
             if (w.lo == 0 || coord::detail::deadline_clock::now() - w.touched_at > std::chrono::hours{24}) return std::nullopt;
             const std::int64_t lo = w.lo, hi = w.hi;
             w.hi += 1;
             w.bumped = true;
-            return std::vector<detail::param_value>{detail::param(w.hi), detail::param(w.id), detail::param(lo),
-                                                    detail::param(hi)};
+            auto sib = p_.siblings(w.id);
+            return std::vector<detail::param_value>{detail::param(w.hi), detail::param(w.id),   detail::param(lo),
+                                                    detail::param(hi),   detail::param(sib.ids), detail::param(sib.los),
+                                                    detail::param(sib.touched)};
         }
         /// A statement that checks the store itself: it compares seen() with
         /// COORD_PG_STORE_SEEN (coord_guard's answer) and changes and answers nothing when
@@ -836,7 +860,7 @@ public:
                                              bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
             auto r = c_->exec(sql, params, writes, true, until_);
-            c_->settle(r.has_value(), false);
+            settle(r.has_value(), false);
             if (!r) return unexpected(gone_if_seen(r.error(), true));
             return r;
         }
@@ -869,15 +893,23 @@ public:
         // The guard and the writer's check (a write sets the writer's count:
         // connection.hpp, writer; schema.hpp, coord_guard_w).
         detail::step guard_step(bool writes) {
-            auto& w = c_->writer();
+            auto& w = writer();
             const std::int64_t lo = w.lo, hi = w.hi;
             if (writes) {
                 w.hi += 1;
                 w.bumped = true;
             }
-            return {"SELECT coord_guard_w($1, $2, $3, $4, $5, $6)",
+            auto sib = p_.siblings(w.id);
+            return {"SELECT coord_guard_w($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                     {detail::param(seen_->get()), detail::param(w.id), detail::param(lo), detail::param(hi),
-                     writes ? detail::param(w.hi) : detail::null_param(), detail::param(w.touched_ms)}};
+                     writes ? detail::param(w.hi) : detail::null_param(), detail::param(w.touched_ms),
+                     detail::param(sib.ids), detail::param(sib.los), detail::param(sib.touched)}};
+        }
+
+        detail::writer& writer() { return c_->writer(p_.writer_epoch_.load(std::memory_order_acquire)); }
+        // The connection's settle, and what its writer knows now published to the pool.
+        void settle(bool ok, bool rollback) {
+            if (c_->settle(ok, rollback)) p_.publish(c_->taken_writer());
         }
 
         // `all` with the guard at `at`, in one round trip; the guard's answer
@@ -888,8 +920,8 @@ public:
             // The guard's answer: "ID.XMIN|TOUCHED_MS", the store seen and the writer's last touch.
             std::string g = r && (*r)[at].rows() == 1 ? (*r)[at].text(0, 0) : std::string();
             const auto bar = g.rfind('|');
-            if (bar != std::string::npos) c_->writer().pending_touched = std::strtoll(g.c_str() + bar + 1, nullptr, 10);
-            c_->settle(r.has_value(), std::string_view(all.back().sql).rfind("ROLLBACK", 0) == 0);
+            if (bar != std::string::npos) c_->taken_writer().pending_touched = std::strtoll(g.c_str() + bar + 1, nullptr, 10);
+            settle(r.has_value(), std::string_view(all.back().sql).rfind("ROLLBACK", 0) == 0);
             if (!r) return unexpected(gone_if_seen(r.error(), saw));
             if (bar == std::string::npos) return unexpected(coord::error(make_error_code(errc::bad_answer), "coord_guard_w"));
             seen_->saw(g.substr(0, bar));
@@ -921,11 +953,69 @@ public:
         std::unique_ptr<detail::connection> c_;
     };
 
+    /// After the store was initialized anew (store::initialize with
+    /// replace): every connection's writer starts again, with a new row,
+    /// and the bounds published so far are dropped (the loss they detected
+    /// is what the initialization recovered from).
+    void renew_writers() {
+        std::lock_guard lk(writers_mutex_);
+        writers_.clear();
+        writer_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    }
+
 private:
+    // What a writer of this pool saw acknowledged: its count and its last
+    // touch (the server's clock), published when they change (call::settle).
+    struct writer_bound {
+        std::string id;
+        std::int64_t lo;
+        std::int64_t touched_ms;
+    };
+    // The other writers' bounds as PostgreSQL array literals, for
+    // coord_writers_kept (schema.hpp, migration 9).
+    struct sibling_bounds {
+        std::string ids = "{", los = "{", touched = "{";
+    };
+
+    void publish(const detail::writer& w) {
+        if (w.lo == 0) return;
+        std::lock_guard lk(writers_mutex_);
+        if (w.epoch != writer_epoch_.load(std::memory_order_relaxed)) return;  // made before renew_writers
+        for (auto& b : writers_)
+            if (b.id == w.id) {
+                b.lo = std::max(b.lo, w.lo);
+                b.touched_ms = std::max(b.touched_ms, w.touched_ms);
+                return;
+            }
+        writers_.push_back({w.id, w.lo, w.touched_ms});
+    }
+    sibling_bounds siblings(const std::string& self) {
+        sibling_bounds out;
+        std::lock_guard lk(writers_mutex_);
+        for (const auto& b : writers_) {
+            if (b.id == self) continue;
+            if (out.ids.size() > 1) {
+                out.ids += ',';
+                out.los += ',';
+                out.touched += ',';
+            }
+            out.ids += b.id;  // hex (new_store_identity): nothing to quote
+            out.los += std::to_string(b.lo);
+            out.touched += std::to_string(b.touched_ms);
+        }
+        out.ids += '}';
+        out.los += '}';
+        out.touched += '}';
+        return out;
+    }
+
     std::string conninfo_;
     options opts_;
     detail::seen_store* seen_ = nullptr;
     coord::detail::connection_pool<detail::connection> slots_;
+    std::mutex writers_mutex_;
+    std::vector<writer_bound> writers_;  // one per connection whose writer made its row
+    std::atomic<unsigned> writer_epoch_{0};
 };
 
 }  // namespace coord::postgres

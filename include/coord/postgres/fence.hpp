@@ -116,7 +116,7 @@ private:
         if (auto w = c.writer_step()) {
             auto u = c.exec_checking(
                 "WITH w AS (UPDATE coord_writer SET n = $6 "
-                "WHERE id = $7 AND n BETWEEN $8 AND $9 RETURNING 1) "
+                "WHERE id = $7 AND n BETWEEN $8 AND $9 AND (cardinality($10::text[]) = 0 OR coord_writers_kept($10, $11, $12)) RETURNING 1) "
                 "UPDATE coord_fence AS f SET highest = $2::numeric, written = true, value = $4, "
                 "has_seq = $3::numeric IS NOT NULL OR (f.written AND f.highest = $2::numeric AND f.has_seq), "
                 "seq = CASE WHEN $3::numeric IS NOT NULL THEN $3::numeric "

@@ -734,6 +734,34 @@ BEGIN
   RETURN QUERY SELECT 0, f, r.attempt + 1, p_worker, now_ns + p_ttl, ''::bytea;
 END $$;
 )SQL"},
+        {9, "writers: every call checks the store object's other writers too, so that a loss is refused on every connection", R"SQL(
+-- The other writers of the calling store object (p_ids, with the counts
+-- they saw acknowledged, p_lo, and their last touches, p_touched): true
+-- when every one's row holds at least its count. A row missing is a loss
+-- unless a sweep after its last touch took it (as coord_guard_w tells).
+-- PL/pgSQL, whose plan the session keeps (an SQL function's would be made
+-- at each call); callers skip it when there are no other writers.
+CREATE OR REPLACE FUNCTION coord_writers_kept(p_ids text[], p_lo bigint[], p_touched bigint[]) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN NOT EXISTS (
+    SELECT 1 FROM unnest(p_ids, p_lo, p_touched) AS s(id, lo, touched) LEFT JOIN coord_writer x ON x.id = s.id
+    WHERE x.n < s.lo OR (x.n IS NULL AND s.touched >= coalesce((SELECT before_ms FROM coord_writer_swept WHERE id = 1), 0)));
+END $$;
+
+-- coord_guard_w (migration 7), then the other writers' rows (coord_writers_kept).
+CREATE OR REPLACE FUNCTION coord_guard_w(p_seen text, p_id text, p_lo bigint, p_hi bigint, p_next bigint,
+  p_touched bigint, p_ids text[], p_ids_lo bigint[], p_ids_touched bigint[]) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE v text := coord_guard_w(p_seen, p_id, p_lo, p_hi, p_next, p_touched);
+BEGIN
+  IF cardinality(p_ids) > 0 THEN
+    IF NOT coord_writers_kept(p_ids, p_ids_lo, p_ids_touched) THEN
+      RAISE EXCEPTION 'coord: writes this store object saw acknowledged are missing' USING ERRCODE = 'CD004';
+    END IF;
+  END IF;
+  RETURN v;
+END $$;
+)SQL"},
     };
     return all;
 }

@@ -39,7 +39,7 @@ public:
         auto w = c.writer_step();
         auto r = w ? c.exec_checking(
                          "WITH w AS (UPDATE coord_writer SET n = $4 "
-                         "WHERE id = $5 AND n BETWEEN $6 AND $7 RETURNING 1) "
+                         "WHERE id = $5 AND n BETWEEN $6 AND $7 AND (cardinality($8::text[]) = 0 OR coord_writers_kept($8, $9, $10)) RETURNING 1) "
                          "INSERT INTO coord_segment AS s (tag, next) SELECT $1, segment_floor + 1 + $2::numeric "
                          "FROM coord_store, w WHERE id = 1 AND " COORD_PG_STORE_SEEN " = $3 AND segment_floor + 1 + "
                          "$2::numeric <= 9223372036854775808 ON CONFLICT (tag) DO UPDATE SET next = s.next + "

@@ -34,8 +34,9 @@
 // guard: their tokens rest on the server's clock, lease.hpp): errc::state_went_back (restored, or its schema dropped),
 // store_identity_changed (initialized again), store_uninitialized (never
 // initialized). The same step checks the call's writer (one per pooled
-// connection, connection.hpp): writes the database acknowledged to this
-// store object and then lost (an asynchronous standby promoted without the
+// connection, connection.hpp) and the store object's other writers: writes
+// the database acknowledged to this store object, on any of its
+// connections, and then lost (an asynchronous standby promoted without the
 // last commits, a data directory put back) are errc::state_went_back too.
 // A process that opens the store after a restore or such a loss cannot
 // tell; initialize(floors, replace) is the recovery (README, "When a store
@@ -165,6 +166,7 @@ public:
             return fail(done.error());
         }
         engine().seen().replace((*done)[0].text(0, 0));
+        engine().calls().renew_writers();  // the loss they saw is what this recovers from
         return id;
     }
 
