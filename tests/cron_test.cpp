@@ -19,7 +19,7 @@
 
 #include "coord/cron.hpp"
 #ifdef COORD_STORE_HEADER_INCLUDED
-#error "coord/cron.hpp includes a store: a primitive includes none (docs/ARCHITECTURE.md)"
+#error "coord/cron.hpp includes a store: a primitive includes none (docs/internals/architecture.md)"
 #endif
 #include "coord/fence.hpp"
 #include "coord/storage/file.hpp"

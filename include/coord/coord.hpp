@@ -10,6 +10,7 @@
 #pragma once
 
 #include "coord/clock.hpp"
+#include "coord/election.hpp"
 #include "coord/error.hpp"
 #include "coord/fence.hpp"
 #include "coord/initial_floors.hpp"

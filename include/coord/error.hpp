@@ -278,7 +278,7 @@ public:
         case errc::wait_place_lost: return "the waiter's place in the lease queue lapsed";
         case errc::store_uninitialized:
             return "the store is not initialized (never, or it lost its data): initialize it stating floors above "
-                   "everything it handed out (README: When a store lost its data)";
+                   "everything it handed out (docs/stores/redis.md: When a store lost its data)";
         case errc::store_identity_changed: return "the store was initialized again since this process opened it";
         case errc::store_already_initialized: return "the store is already initialized";
         case errc::cron_job_unknown: return "no cron runner has run this job on this store";

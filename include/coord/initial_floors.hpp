@@ -8,7 +8,7 @@
 // lost. Initializing a store writes its identity with floors at or above
 // everything it handed out before; where a record is missing, coord answers
 // from the floors instead of from nothing, so a store that lost its data
-// hands nothing out twice (README, "When a store goes back"). A store that
+// hands nothing out twice (docs/concepts/went-back.md). A store that
 // never served coord takes zeros.
 #pragma once
 

@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    // One row of the README's table.
+    // One row of the results table (docs/internals/fault-suite.md).
     auto cell = [&](const char* w) {
         auto it = r.workloads.find(w);
         if (it == r.workloads.end()) {

@@ -116,7 +116,7 @@ private:
 /// reached); unknown that it may have been.
 // A store that went back (state_went_back) refuses every later call of the
 // store object that saw it; the client then stops at once, exit status 3,
-// and run.sh runs the README's recovery (a store replicated asynchronously
+// and run.sh runs the recovery (docs/concepts/went-back.md) (a store replicated asynchronously
 // that lost acknowledged writes in a failover).
 bool went_back = false;
 

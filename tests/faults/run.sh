@@ -15,7 +15,7 @@
 # killed, paused and cut off from the others, failovers; replication is
 # asynchronous, so a failover may lose acknowledged writes by design: the
 # run then checks that coord detected the loss, state_went_back, and runs
-# the README's recovery). The servers are
+# the recovery of docs/concepts/went-back.md). The servers are
 # started here through the project's own scripts (tests/<engine>.sh, with
 # the engine's durable settings: PostgreSQL's fsync and synchronous commit,
 # Redis appendfsync always, etcd's fsync, ZooKeeper forceSync=yes), on ports
@@ -335,7 +335,7 @@ back() {  # waits for a member's restart (leader-kill) to finish
   # Sentinel: and for the demoted master to replicate the new one.
   [ "$engine" != redis-sentinel ] || bash "$srv" settled "$state" || { log "the Sentinels' servers did not settle"; exit 1; }
 }
-# The README's recovery ("When a store lost its data"), once clients saw the
+# The recovery (docs/stores/redis.md, "When a store lost its data"), once clients saw the
 # store go back: every client stopped, the store initialized again with
 # floors above what it handed out (the largest segment ID in the
 # histories, the store's time for fences, the ledger and reservations),
@@ -636,7 +636,7 @@ rc=0
 "$check" "$out/history.jsonl" --control "$out/control.jsonl" --summary "$out/summary.json" --svg "$out/timeline.svg" \
   "${meta[@]}" | tee "$out/check.txt" || rc=$?
 # Redis replicates asynchronously: a failover may lose writes the master
-# acknowledged (the seed's warning, the README's Redis section), and what
+# acknowledged (the seed's warning, docs/stores/redis.md), and what
 # was handed out from them may be handed out again by the promoted replica
 # before anyone can tell. Such violations pass only as that loss: a master
 # fault ran, the clients that saw the lost writes were refused

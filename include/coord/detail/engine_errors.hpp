@@ -3,7 +3,7 @@
 // once. Each engine keeps its own enum of codes and hands this a table: for
 // every code, the coord::condition it is and its message.
 //
-// Codes named alike mean alike on every engine (docs/ARCHITECTURE.md):
+// Codes named alike mean alike on every engine (docs/internals/architecture.md):
 //   connection_failed  no connection or session could be made
 //   server_refused     the server refused the statement, command or request
 //                      and applied nothing

@@ -3,7 +3,7 @@
 // written once: the engine's context (its connections, clock and key names)
 // built first, then one adapter per capability on it. An engine's
 // basic_store derives from engine_store and adds only what is its own: the
-// checks its constructor makes and its diagnostics. docs/ARCHITECTURE.md,
+// checks its constructor makes and its diagnostics. docs/internals/architecture.md,
 // "Adding an engine".
 #pragma once
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // coord/detail/options.hpp: what every store's options share, written once:
-// the defaults they start from (one table, docs/ARCHITECTURE.md "Options and
+// the defaults they start from (one table, docs/internals/architecture.md "Options and
 // their defaults") and the checks: a timeout is 1 ms to 24 h (a store's
 // operation, connect, lock and busy timeouts, the cron runner's grace),
 // refused with std::invalid_argument naming the option.

@@ -292,7 +292,7 @@ public:
     /// there), and the call is refused with errc::state_went_back rather than
     /// answered from the older state. A write in that call was applied to the
     /// older state: the refusal says so. What a process started after the
-    /// restore cannot tell: it never saw the higher revision (README).
+    /// restore cannot tell: it never saw the higher revision (docs/concepts/went-back.md).
     std::int64_t highest_revision() const noexcept { return seen_.load(std::memory_order_relaxed); }
 
     /// The store's clock now, in ns: the test clock's reading, or this
@@ -447,7 +447,7 @@ private:
             "out, and reopen: coordctl store init --store URL --force --segment-floor N (at least the largest "
             "segment ID it ever handed out) --fence-floor N|now (at least the highest fence token any key accepted; "
             "now: this machine's time in nanoseconds, above every lease token etcd's revisions made) "
-            "--ledger-floor none [--reservation-floor now]; README: \"When a store goes back\"";
+            "--ledger-floor none [--reservation-floor now]; docs/concepts/went-back.md";
         if (now)
             return coord::error(coord::make_error_code(coord::errc::store_identity_changed),
                                 where + " was initialized again since this process opened it: open it again");
@@ -479,7 +479,7 @@ private:
                                 "handed out again. Refused; " +
                                 std::string(writes ? "a write in this call may have landed on the older state"
                                                    : "this call only read, and wrote nothing") +
-                                ". See the README's \"When a store goes back\"");
+                                ". See docs/concepts/went-back.md");
     }
 
     pool pool_;

@@ -16,7 +16,7 @@
 // every new holder's token is larger than every earlier one's; a snapshot
 // restore takes the revision back, and the recovery (the store initialized
 // again with --fence-floor now: this machine's nanoseconds) puts every later
-// token above every earlier one (README, "When a store goes back"). A
+// token above every earlier one (docs/concepts/went-back.md). A
 // holder's value is its owner (etcdctl's is empty: the holder is then named
 // by its key). When the term ends etcd deletes the key and keeps nothing
 // that tells an ended term from a release: a late renew of a grant this

@@ -266,7 +266,7 @@ inline coord::error went_back_error(const std::string& why) {
             "; its fences, segment counters, ledger records and reservations may be older than what was handed "
             "out, and nothing was applied. Recovery that hands nothing out twice: coordctl store init --force "
             "--segment-floor N (at least the largest segment ID handed out) --fence-floor now --ledger-floor now "
-            "(README: \"When a store goes back\")");
+            "(docs/concepts/went-back.md)");
 }
 
 /// What the guard's SQLSTATEs (schema.hpp, coord_guard) and a missing
@@ -285,8 +285,7 @@ inline std::optional<coord::error> store_state_error(std::string_view sqlstate, 
                 "again: coordctl store init --store URL --segment-floor N (at least the largest segment ID it ever "
                 "handed out) --fence-floor N|now (at least the highest fence token it accepted; now: the server's "
                 "time in microseconds, above every lease token it granted) --ledger-floor INSTANT|now (slots "
-                "scheduled up to it are not run again; none for a store that never served coord); README: \"When a "
-                "store goes back\"");
+                "scheduled up to it are not run again; none for a store that never served coord); docs/concepts/went-back.md");
     if (sqlstate == "CD002")
         return went_back_error("its identity row is not the one this store object saw (the schema was restored "
                                "from a dump, or dropped and made again)");

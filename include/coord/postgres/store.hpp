@@ -39,8 +39,7 @@
 // connections, and then lost (an asynchronous standby promoted without the
 // last commits, a data directory put back) are errc::state_went_back too.
 // A process that opens the store after a restore or such a loss cannot
-// tell; initialize(floors, replace) is the recovery (README, "When a store
-// goes back").
+// tell; initialize(floors, replace) is the recovery (docs/concepts/went-back.md).
 //
 // Errors: a refusal by the rule is the usual errc (stale_fence, lease_held,
 // ...). A failure of the server or the connection is a postgres::errc
@@ -110,7 +109,7 @@ public:
     /// floor is not run again (a done record still replays), and a time
     /// reservation starts at the reservation floor. Stating floors at or
     /// above everything the store handed out before a restore means nothing
-    /// is handed out twice (README, "When a store goes back"); a store that
+    /// is handed out twice (docs/concepts/went-back.md); a store that
     /// never served coord takes zeros. "now" is the store's clock (fence:
     /// in microseconds, at least every lease token granted before). Refused
     /// with errc::store_already_initialized when the store has an identity,

@@ -282,8 +282,7 @@ private:
                            "store again stating floors above everything it handed out, and reopen: coordctl store "
                            "init --store URL --force --segment-floor N (at least the largest segment ID it ever "
                            "handed out) --fence-floor now (the server's time in microseconds, above every lease "
-                           "token it granted) --ledger-floor now [--reservation-floor now]; README: \"When a store "
-                           "goes back\"");
+                           "token it granted) --ledger-floor now [--reservation-floor now]; docs/concepts/went-back.md");
         std::lock_guard lk(mutex_);
         if (!went_back_) went_back_ = e;
         return *went_back_;
@@ -298,8 +297,8 @@ private:
                "segment ID it ever handed out) --fence-floor N|now (at least the highest fence token it accepted; "
                "now: the server's time in microseconds, above every lease token it granted) --ledger-floor "
                "INSTANT|now (slots scheduled up to it are not run again; none for a store that never served "
-               "coord) [--reservation-floor INSTANT|now] (time reservations restart there; default now); README: "
-               "\"When a store lost its data\"";
+               "coord) [--reservation-floor INSTANT|now] (time reservations restart there; default now); "
+               "docs/stores/redis.md: When a store lost its data";
     }
 
     pool calls_;

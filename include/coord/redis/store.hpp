@@ -23,8 +23,8 @@
 //   store.initialize(coord::redis::initial_floors{});
 //   coord::basic_lease_manager leases{store};
 //
-// What Redis can lose, and what the store does about it (README, "Redis:
-// durability"): with appendonly yes and appendfsync always nothing
+// What Redis can lose, and what the store does about it (docs/stores/redis.md,
+// "What Redis can lose"): with appendonly yes and appendfsync always nothing
 // acknowledged is lost to a crash. Without, or after a failover to a replica
 // that lacked the last writes, data goes back: lease tokens still never go
 // back (floored by the server's time), and every capability whose promise
@@ -122,7 +122,7 @@ public:
     /// before the ledger floor is not run again, and a time reservation
     /// starts at the reservation floor. Stating floors at or above everything the
     /// store handed out before a loss means nothing is handed out twice
-    /// (README, "When a store lost its data"); a store that never served
+    /// (docs/stores/redis.md, "When a store lost its data"); a store that never served
     /// coord takes zeros. Refused with errc::store_already_initialized when
     /// the store has an identity, unless `replace`: then the new identity
     /// and floors replace it, and every process that opened the store before
@@ -168,8 +168,8 @@ private:
     // written: a counter that survived in an older state (an older
     // append-only file) continues above the floor like a missing one.
     // Ranges drawn from a counter before its raise come from the older state
-    // (the operator stops the drawers first: README, "When a store goes
-    // back"); every range drawn after it is above the floor.
+    // (the operator stops the drawers first: docs/concepts/went-back.md);
+    // every range drawn after it is above the floor.
     result<void> raise_segment_counters(pool::call& c, std::uint64_t floor) {
         std::string pattern;
         for (const char ch : engine().key().of("segment", "")) {

@@ -624,7 +624,7 @@ private:
                                 "; nothing is answered from it. Put back the newest copy of the database (with its "
                                 "-wal file) if there is one; otherwise recover stating floors above everything it "
                                 "handed out: coordctl store init --store sqlite:PATH --force --segment-floor N "
-                                "--fence-floor now --ledger-floor now (README: \"When a store goes back\")");
+                                "--fence-floor now --ledger-floor now (docs/concepts/went-back.md)");
     }
 
     // Inside a write transaction: the database's count of write

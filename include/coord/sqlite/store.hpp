@@ -90,7 +90,7 @@ public:
     /// ledger floor is not run again (a done record still replays), and a
     /// time reservation starts at the reservation floor. Floors at or above
     /// everything handed out before the database went back hand nothing
-    /// out twice (README, "When a store goes back"). "now" is the store's
+    /// out twice (docs/concepts/went-back.md). "now" is the store's
     /// clock (fence: its microseconds, and above every lease token the
     /// database holds). A database is initialized when it is first opened:
     /// refused with errc::store_already_initialized unless `replace`; every

@@ -950,7 +950,7 @@ private:
                          "If a newer copy of the state file exists, put it back; otherwise recover stating floors "
                          "above everything it handed out: coordctl store init --store file:" + path_.string() +
                          " --force --segment-floor N (at least the largest segment ID handed out) --fence-floor now "
-                         "--ledger-floor now (README: \"When a store goes back\")");
+                         "--ledger-floor now (docs/concepts/went-back.md)");
     }
 
     // Writes `s` as the next generation and renames it over the state file

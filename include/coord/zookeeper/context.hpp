@@ -630,7 +630,7 @@ private:
         return std::string("coordctl store init --store URL") + (force ? " --force" : "") +
                " --segment-floor N (at least the largest segment ID it ever handed out) --fence-floor N|now (at least "
                "the highest fence token it accepted; now: above every lease token it granted) --ledger-floor "
-               "INSTANT|now (slots scheduled up to it are not run again); README: \"When a store goes back\"";
+               "INSTANT|now (slots scheduled up to it are not run again); docs/concepts/went-back.md";
     }
 
     session session_;
