@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh"
 
 packages=(cmake ninja-build g++ clang-14 libclang-rt-14-dev libgtest-dev libbenchmark-dev libhowardhinnant-date-dev tzdata
-          libssl-dev nlohmann-json3-dev rapidjson-dev libjwt-dev libcpp-jwt-dev pkg-config libpq-dev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev libzookeeper-mt-dev faketime iptables libmicrohttpd-dev mkdocs)
+          libssl-dev nlohmann-json3-dev rapidjson-dev libjwt-dev libcpp-jwt-dev pkg-config libpq-dev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev libzookeeper-mt-dev faketime iptables libmicrohttpd-dev mkdocs doxygen)
 
 missing=()
 for p in "${packages[@]}"; do

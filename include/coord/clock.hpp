@@ -66,10 +66,12 @@ void precise_sleep_until(const C& c, TimePoint t) {
 /// std::chrono::system_clock as a policy: the machine's wall clock, on the
 /// Unix epoch, which can step backwards.
 struct system_clock {
+    /// the clock's tick: std::chrono::system_clock's
     using duration = std::chrono::system_clock::duration;
+    /// a Unix time, std::chrono::system_clock's type
     using time_point = std::chrono::system_clock::time_point;
-    static constexpr bool is_unix_epoch = true;
-    static constexpr bool is_steady = false;
+    static constexpr bool is_unix_epoch = true;  ///< readings count from the Unix epoch
+    static constexpr bool is_steady = false;  ///< the wall clock can step backwards
 
     /// One clock_gettime(CLOCK_REALTIME) (a vDSO call, no system call):
     /// what std::chrono::system_clock::now() does, without its out-of-line call.
@@ -86,10 +88,12 @@ struct system_clock {
 
 /// std::chrono::steady_clock as a policy: never goes back, arbitrary epoch.
 struct steady_clock {
+    /// the clock's tick: std::chrono::steady_clock's
     using duration = std::chrono::steady_clock::duration;
+    /// a reading of the monotonic clock
     using time_point = std::chrono::steady_clock::time_point;
-    static constexpr bool is_unix_epoch = false;
-    static constexpr bool is_steady = true;
+    static constexpr bool is_unix_epoch = false;  ///< readings count from boot, not the Unix epoch
+    static constexpr bool is_steady = true;  ///< never goes back
 
     /// One clock_gettime(CLOCK_MONOTONIC), as std::chrono::steady_clock::now().
     time_point now() const noexcept {
@@ -125,13 +129,18 @@ struct server_clock {};
 /// are waiting before it moves the clock).
 class manual_clock {
 public:
+    /// nanoseconds
     using duration = std::chrono::nanoseconds;
+    /// the tick count's type, for std::chrono
     using rep = duration::rep;
+    /// the tick's length, for std::chrono
     using period = duration::period;
+    /// a reading, nanoseconds since the Unix epoch
     using time_point = std::chrono::time_point<manual_clock, duration>;
-    static constexpr bool is_unix_epoch = true;
-    static constexpr bool is_steady = true;
+    static constexpr bool is_unix_epoch = true;  ///< readings count from the Unix epoch
+    static constexpr bool is_steady = true;  ///< counts as steady: a test moves it backwards only on purpose
 
+    /// What sleep_until does: advance the clock at once, or block until another thread moves it.
     enum class sleep_mode { advance, block };
 
     /// Starts at the Unix epoch plus `since_epoch`.
@@ -142,6 +151,7 @@ public:
     explicit manual_clock(std::chrono::sys_time<D> start, sleep_mode mode = sleep_mode::advance)
         : manual_clock(std::chrono::duration_cast<duration>(start.time_since_epoch()), mode) {}
 
+    /// The current reading; copies of a clock share it.
     time_point now() const noexcept { return time_point{duration{s_->ns.load(std::memory_order_acquire)}}; }
 
     /// Moves the time forward by d (backward when d is negative).
@@ -156,6 +166,7 @@ public:
         s_->ns.store(t.time_since_epoch().count(), std::memory_order_release);
         s_->cv.notify_all();
     }
+    /// Sets the time to a std::chrono Unix time, forward or backward.
     template <class D>
     void set(std::chrono::sys_time<D> t) {
         set(time_point{std::chrono::duration_cast<duration>(t.time_since_epoch())});

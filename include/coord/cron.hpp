@@ -90,11 +90,11 @@ namespace coord {
 /// What a started job is told (coordctl puts it in the environment:
 /// COORD_SLOT, COORD_FENCE, COORD_ATTEMPT, COORD_SCHEDULED_AT).
 struct cron_context {
-    const slot& which;
+    const slot& which;  ///< the slot to run
     fence_token fence;        ///< hand to downstream fenced writes
     std::uint32_t attempt;    ///< 1 for the first claim of the slot
     std::string scheduled_at; ///< the slot's time, ISO 8601 UTC
-    std::string_view worker;
+    std::string_view worker;  ///< this runner's worker name, as the ledger records it
 };
 
 /// Starts the job of a slot. `start(ctx)` returns a handle (or throws when
@@ -115,6 +115,7 @@ concept cron_launcher = requires(L& l, const cron_context& c) {
 
 /// One line of the runner's log.
 struct cron_event {
+    /// What happened.
     enum kind_t {
         claimed,   ///< this instance won the slot's claim
         started,   ///< its job started (detail: what the launcher says, e.g. "pid=123")
@@ -127,11 +128,11 @@ struct cron_event {
         error,     ///< a store call failed (detail: the error); retried on the next tick
         refused,   ///< the store runs this job under another schedule: no new claims (detail: why)
         took_over, ///< this instance took the job over for its schedule (detail: from when)
-    } kind;
+    } kind;  ///< what happened
     std::string slot;  ///< canonical slot text (the job id alone for an error of the whole job)
-    fence_token fence = 0;
-    std::uint32_t attempt = 0;
-    std::string detail;
+    fence_token fence = 0;  ///< the claim's fence token (0 when there is none)
+    std::uint32_t attempt = 0;  ///< the claim's attempt number (0 when there is none)
+    std::string detail;  ///< words for a person: the launcher's, the exit status, or an error
 };
 
 inline const char* to_string(cron_event::kind_t k) noexcept {
@@ -221,17 +222,18 @@ struct cron_options {
 
 /// A slot's record, as the three books show it.
 struct cron_slot_status {
-    enum state_t { none, running, done, failed, missed, skipped, replaced } state = none;
-    std::string slot;
+    /// Where the slot stands: no record, running, done, failed, missed, skipped, or revoked for a newer slot.
+    enum state_t { none, running, done, failed, missed, skipped, replaced } state = none;  ///< where the slot stands
+    std::string slot;  ///< canonical slot text
     std::string worker;    ///< the worker name of the slot's last claim
     std::string instance;  ///< that runner's nonce (empty for claims made without one)
     /// The schedule the slot belongs to: its version, and "CRON TZ" when the
     /// job's record on the store still names it (empty otherwise).
     std::uint32_t schedule_version = 0;
-    std::string schedule;
-    std::uint32_t attempt = 0;
+    std::string schedule;  ///< "CRON TZ" of the slot's schedule, when the job's record still names it
+    std::uint32_t attempt = 0;  ///< how many claims were granted
     std::string exit;  ///< "0", "3", "signal 9", or "-"
-    std::string detail;
+    std::string detail;  ///< the failure's reason, or what the record adds
     std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
     std::chrono::nanoseconds started{0};     ///< since the Unix epoch on the store's clock; 0 when it never started
 };
@@ -545,10 +547,10 @@ struct cron_plan_changed {};
 /// runner has run the job on this store; errc::cron_cursor_corrupt when the
 /// record is not one a runner wrote.
 struct cron_job_schedule {
-    std::uint32_t version = 0;
+    std::uint32_t version = 0;  ///< the schedule's version: 1 for the first, one more for each change
     std::chrono::sys_seconds from{};  ///< the first instant it applies to (the epoch for the first)
-    std::string cron;
-    std::string zone;
+    std::string cron;  ///< the cron expression
+    std::string zone;  ///< the IANA zone it is read in ("UTC" for UTC)
 };
 template <class Store>
     requires fence_store<Store>
@@ -620,8 +622,10 @@ template <class Store, cron_launcher Launcher, unix_clock Clock = system_clock, 
     requires ledger_store<Store> && fence_update_store<Store>
 class basic_cron_runner {
 public:
+    /// A reading of the Steady clock (heartbeats and grace periods).
     using steady_point = typename Steady::time_point;
 
+    /// A runner of `sched` on `store`; throws std::invalid_argument for options out of range.
     basic_cron_runner(Store& store, const schedule& sched, Launcher& launcher, cron_options options = {},
                       Clock clock = {}, Steady steady = {})
         : store_(&store), sched_(&sched), launcher_(&launcher), opt_(checked(std::move(options))), clock_(clock),
@@ -705,6 +709,7 @@ public:
         runs_.clear();
     }
 
+    /// The options in force (after their checks).
     const cron_options& options() const noexcept { return opt_; }
 
 private:

@@ -49,11 +49,12 @@ namespace coord {
 
 /// Who leads, as the store says now.
 struct leader_info {
-    std::string candidate;
+    std::string candidate;  ///< the leader's name, as it campaigned
     /// The term number: the leadership lease's fence token.
     fence_token term = 0;
     /// When the leader's term ends unless renewed, on the store's clock.
     std::chrono::nanoseconds expires_at{0};
+    /// Equal when candidate, term and expiry are.
     friend bool operator==(const leader_info&, const leader_info&) = default;
 };
 
@@ -62,6 +63,7 @@ struct leader_info {
 template <lease_store Store, monotonic_clock Steady = steady_clock>
 class basic_election {
 public:
+    /// A held leadership: the keeper's held lease on the election's name.
     using leadership = basic_held_lease<Store, Steady>;
 
     /// Throws std::invalid_argument for a name no lease may have.
@@ -70,6 +72,7 @@ public:
         detail::check_name("coord::election: name", name_);
     }
 
+    /// The election's name (the lease's name).
     const std::string& name() const noexcept { return name_; }
 
     /// Becomes leader by `deadline`: the held leadership (its token() is the

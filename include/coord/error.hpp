@@ -377,10 +377,15 @@ public:
 
     /// The code (implicit, so that an error passes where a std::error_code is expected).
     operator const std::error_code&() const noexcept { return code_; }  // NOLINT(google-explicit-constructor)
+    /// The code.
     const std::error_code& code() const noexcept { return code_; }
+    /// The code's number in its category.
     int value() const noexcept { return code_.value(); }
+    /// The code's category (coord's, or an engine's).
     const std::error_category& category() const noexcept { return code_.category(); }
+    /// The code's default condition, as std::error_code gives it.
     std::error_condition default_error_condition() const noexcept { return code_.default_error_condition(); }
+    /// True when there is an error (a nonzero code).
     explicit operator bool() const noexcept { return static_cast<bool>(code_); }
 
     /// What the engine said (the server's message), or empty.
@@ -395,19 +400,25 @@ public:
         return m;
     }
 
+    /// Equal codes (the engine's words are not compared).
     friend bool operator==(const error& a, const error& b) noexcept { return a.code_ == b.code_; }
+    /// The code equals `b`.
     friend bool operator==(const error& a, const std::error_code& b) noexcept { return a.code_ == b; }
+    /// The code matches the condition `b` (coord::condition or a std one).
     friend bool operator==(const error& a, const std::error_condition& b) noexcept { return a.code_ == b; }
+    /// The code is `e`, an error code enumeration's value.
     template <class E>
         requires std::is_error_code_enum_v<E>
     friend bool operator==(const error& a, E e) noexcept {
         return a.code_ == make_error_code(e);
     }
+    /// The code matches `e`, an error condition enumeration's value.
     template <class E>
         requires std::is_error_condition_enum_v<E>
     friend bool operator==(const error& a, E e) noexcept {
         return a.code_ == make_error_condition(e);
     }
+    /// Writes "category:number (message)".
     friend std::ostream& operator<<(std::ostream& os, const error& e) {
         return os << e.code_.category().name() << ':' << e.code_.value() << " (" << e.message() << ')';
     }
@@ -419,7 +430,9 @@ private:
 
 }  // namespace coord
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::errc> : std::true_type {};
 template <>
 struct std::is_error_condition_enum<coord::condition> : std::true_type {};
+/// @endcond

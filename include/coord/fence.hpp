@@ -94,6 +94,7 @@ concept fence_update_store = fence_store<S> && requires(S& s, std::string_view k
 template <fence_store Store>
 class basic_keyed_fenced_resource {
 public:
+    /// Fenced resources on `store`, which must outlive this object.
     explicit basic_keyed_fenced_resource(Store& store) noexcept : store_(&store) {}
 
     /// Stores `value` under `key` if `token` is at least the key's highest
@@ -144,6 +145,7 @@ private:
 template <fence_store Store>
 class basic_fenced_resource {
 public:
+    /// The fenced resource `key` on `store`, which must outlive this object.
     basic_fenced_resource(Store& store, std::string key) : res_(store), key_(std::move(key)) {}
 
     /// See basic_keyed_fenced_resource::write.
@@ -162,6 +164,7 @@ public:
     }
     /// The value and highest fence.
     result<fenced_value> read() const { return res_.read(key_); }
+    /// The resource's key.
     const std::string& key() const noexcept { return key_; }
 
 private:

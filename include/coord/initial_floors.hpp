@@ -36,19 +36,19 @@ struct initial_floors {
     /// least the floor before plus the initialization's zxid. On etcd and
     /// ZooKeeper lease tokens are the fence floor plus the cluster's counter).
     fence_token fence = 0;
-    bool fence_now = false;
+    bool fence_now = false;  ///< raise `fence` to the store's now in nanoseconds as well
     /// Slots scheduled at or before this instant (Unix milliseconds) that
     /// have no record are not run again (a claim answers expired): their
     /// done records may have been lost. With ledger_now, the store's now.
     std::int64_t ledger_ms = 0;
-    bool ledger_now = false;
+    bool ledger_now = false;  ///< raise `ledger_ms` to the store's now as well
     /// A time reservation (Snowflake's reserved-until) whose record is
     /// missing starts at this instant (Unix milliseconds): at least the
     /// latest instant any reservation reached (a generator reserves up to
     /// its reserve_ahead past its clock). With reservation_now, the store's
     /// now.
     std::int64_t reservation_ms = 0;
-    bool reservation_now = false;
+    bool reservation_now = false;  ///< raise `reservation_ms` to the store's now as well
 };
 
 namespace detail {

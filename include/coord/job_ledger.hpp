@@ -67,6 +67,7 @@ namespace coord {
 /// not identity: the same job at the same instant is the same slot).
 class slot {
 public:
+    /// A Unix time in milliseconds: a slot's instant.
     using time_point = std::chrono::sys_time<std::chrono::milliseconds>;
 
     /// The latest instant a slot can name: 9999-12-31T23:59:59.999Z, the
@@ -130,10 +131,14 @@ public:
     /// when the milliseconds are not zero).
     const std::string& to_string() const noexcept { return text_; }
 
+    /// The job's name.
     const std::string& job() const noexcept { return job_; }
+    /// The instant the slot is scheduled at.
     time_point scheduled() const noexcept { return scheduled_; }
+    /// The version of the schedule that produced the slot (metadata, not identity).
     std::uint32_t schedule_version() const noexcept { return version_; }
 
+    /// The same job at the same instant (the schedule version is not compared).
     friend bool operator==(const slot& a, const slot& b) noexcept {
         return a.job_ == b.job_ && a.scheduled_ == b.scheduled_;
     }
@@ -212,18 +217,19 @@ concept ledger_run_store = ledger_store<S> && requires(S& s, const ledger_claim_
 
 /// Handed to a run's effect.
 struct ledger_context {
-    const slot& which;
+    const slot& which;  ///< the slot being run
     fence_token fence;  ///< pass to downstream fenced resources
-    std::uint32_t attempt;
-    std::string_view worker;
+    std::uint32_t attempt;  ///< 1 for the slot's first claim, one more for each later one
+    std::string_view worker;  ///< the worker the claim was made for
 };
 
 /// The outcome of run().
 struct run_outcome {
-    enum kind_t { applied, replayed, in_progress, stale_fence, payload_mismatch, expired } kind = applied;
+    /// What happened: the effect ran and was recorded; a done record answered; another holder runs it; the claim ended (its lease lapsed, or it was revoked) before the result was recorded; the slot was claimed with another payload; the slot is older than the replay window.
+    enum kind_t { applied, replayed, in_progress, stale_fence, payload_mismatch, expired } kind = applied;  ///< what happened
     std::string result;  ///< the effect's result (applied) or the stored one (replayed)
-    fence_token fence = 0;
-    std::uint32_t attempt = 0;
+    fence_token fence = 0;  ///< the claim's fence token (applied, stale_fence)
+    std::uint32_t attempt = 0;  ///< the claim's attempt number
     std::string holder;  ///< in_progress: who runs it
 };
 
@@ -248,6 +254,7 @@ struct ledger_options {
 template <ledger_store Store>
 class basic_job_ledger {
 public:
+    /// A ledger on `store`; throws std::invalid_argument naming an option out of range.
     explicit basic_job_ledger(Store& store, ledger_options options = {}) : store_(&store), opt_(options) {
         using std::chrono::milliseconds;
         constexpr auto century = std::chrono::duration_cast<milliseconds>(std::chrono::years{100});
@@ -357,6 +364,7 @@ public:
     /// returns how many.
     result<std::size_t> prune() { return store_->ledger_prune(); }
 
+    /// The options in force.
     const ledger_options& options() const noexcept { return opt_; }
 
 private:

@@ -67,6 +67,7 @@ namespace coord {
 
 /// What a keeper reports to keeper_options::on_event.
 struct keeper_event {
+    /// What happened.
     enum class kind {
         /// The keeper can no longer vouch for the lease: lost() was requested.
         lost,
@@ -74,10 +75,10 @@ struct keeper_event {
         /// term ends on its own on the store's clock.
         release_failed,
     };
-    kind what = kind::lost;
-    std::string name;
-    std::string owner;
-    fence_token token = 0;
+    kind what = kind::lost;  ///< what happened
+    std::string name;  ///< the lease's name
+    std::string owner;  ///< the lease's owner
+    fence_token token = 0;  ///< the grant's fence token
     /// Why: the renewal's refusal or the store's error, or errc::lease_lost
     /// when the safe deadline passed with no renewal answered.
     error why;
@@ -260,7 +261,9 @@ class basic_held_lease {
     using entry = detail::kept_lease<Steady>;
 
 public:
+    /// Moves the hold: the moved-from object holds nothing.
     basic_held_lease(basic_held_lease&&) noexcept = default;
+    /// Releases what this object held, then takes `o`'s hold.
     basic_held_lease& operator=(basic_held_lease&& o) noexcept {
         if (this != &o) {
             end();
@@ -275,7 +278,9 @@ public:
     /// release goes to keeper_options::on_event, never out of here.
     ~basic_held_lease() { end(); }
 
+    /// The lease's name.
     const std::string& name() const noexcept { return e_->name; }
+    /// The owner the lease is held for.
     const std::string& owner() const noexcept { return e_->owner; }
     /// The grant's fence token: send it with every write the lease guards.
     fence_token token() const noexcept { return e_->token; }
@@ -370,6 +375,7 @@ class basic_keeper {
     using entry = detail::kept_lease<Steady>;
 
 public:
+    /// A lease this keeper holds and renews.
     using held_lease = basic_held_lease<Store, Steady>;
 
     /// Throws std::invalid_argument for an option out of range.

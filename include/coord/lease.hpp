@@ -143,6 +143,7 @@ concept lease_watch_store =
 template <lease_store Store>
 class basic_lease_manager {
 public:
+    /// Leases on `store`, which must outlive the manager.
     explicit basic_lease_manager(Store& store) noexcept : store_(&store) {}
 
     /// Grants `name` to `owner` for `ttl`, with a new fence token, at once or

@@ -86,15 +86,15 @@ struct open_options {
     /// authentication's user and password (both needed). Not taken by file:
     /// and sqlite: (refused: bad_store_url). Never put in a message.
     std::string user{};
-    std::string password{};
+    std::string password{};  ///< the password (never in a message)
     /// TLS files (empty: the URL's own, or none): the PEM file of the CAs
     /// that sign the server's certificate, the client certificate and its
     /// key. etcds:// (its options), postgres: (sslrootcert, then sslmode
     /// verify-full; sslcert, sslkey: what the conninfo says wins). Refused
     /// by the other stores (bad_store_url).
     std::string ca_file{};
-    std::string cert_file{};
-    std::string key_file{};
+    std::string cert_file{};  ///< the client certificate (PEM)
+    std::string key_file{};  ///< its private key (PEM)
 };
 
 /// The URL forms this program was built with, for messages and help.

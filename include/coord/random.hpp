@@ -266,6 +266,7 @@ private:
 /// fast-key-erasure generator (see the file comment). Stateless handle: any
 /// number of copies, safe from any thread, fork-safe.
 struct os_random {
+    /// 64 uniformly random bits.
     std::uint64_t next_u64() const {
         thread_local detail::chacha_drbg drbg;
         return drbg.next_u64();

@@ -46,6 +46,7 @@ concept time_reservation_store = requires(S& s, std::string_view key, std::int64
 /// For generators that keep no reservation: order holds within the process
 /// only. time_reserve always grants what is asked.
 struct no_time_reservation {
+    /// Grants `until_ms`: there is no record to keep.
     result<std::int64_t, write_error> time_reserve(std::string_view, std::int64_t until_ms, fence_token) {
         return until_ms;
     }

@@ -25,10 +25,14 @@ namespace coord {
 template <class E>
 class unexpected {
 public:
+    /// Wraps `e`.
     constexpr explicit unexpected(E e) : error_(std::move(e)) {}
+    ///@{
+    /// The wrapped error.
     constexpr const E& error() const& noexcept { return error_; }
     constexpr E& error() & noexcept { return error_; }
     constexpr E&& error() && noexcept { return std::move(error_); }
+    ///@}
 
 private:
     E error_;
@@ -41,6 +45,7 @@ unexpected(E) -> unexpected<E>;
 /// since the caller should have checked has_value() first.
 class bad_result_access : public std::exception {
 public:
+    /// Says that value() was called on an error.
     const char* what() const noexcept override { return "coord::result: value() called on an error"; }
 };
 
@@ -48,8 +53,8 @@ public:
 template <class T, class E = error>
 class [[nodiscard]] result {
 public:
-    using value_type = T;
-    using error_type = E;
+    using value_type = T;  ///< T
+    using error_type = E;  ///< E
 
     /// A result holding a value-initialised T.
     constexpr result() requires std::is_default_constructible_v<T> : v_(std::in_place_index<0>) {}
@@ -59,6 +64,7 @@ public:
                  !std::is_same_v<std::remove_cvref_t<U>, result> &&
                  !std::is_same_v<std::remove_cvref_t<U>, unexpected<E>>)
     constexpr result(U&& value) : v_(std::in_place_index<0>, std::forward<U>(value)) {}
+    ///@{
     /// A result holding the error.
     template <class G>
         requires std::is_constructible_v<E, const G&>
@@ -66,26 +72,38 @@ public:
     template <class G>
         requires std::is_constructible_v<E, G &&>
     constexpr result(unexpected<G>&& u) : v_(std::in_place_index<1>, std::move(u).error()) {}
+    ///@}
 
+    /// True when it holds a value.
     constexpr bool has_value() const noexcept { return v_.index() == 0; }
+    /// has_value().
     constexpr explicit operator bool() const noexcept { return has_value(); }
 
+    ///@{
     /// The value; throws bad_result_access if there is none.
     constexpr T& value() & { check(); return std::get<0>(v_); }
     constexpr const T& value() const& { check(); return std::get<0>(v_); }
     constexpr T&& value() && { check(); return std::get<0>(std::move(v_)); }
+    ///@}
 
+    ///@{
     /// The error. Precondition: !has_value().
     constexpr E& error() & noexcept { return *std::get_if<1>(&v_); }
     constexpr const E& error() const& noexcept { return *std::get_if<1>(&v_); }
     constexpr E&& error() && noexcept { return std::move(*std::get_if<1>(&v_)); }
+    ///@}
 
+    ///@{
     /// The value. Precondition: has_value().
     constexpr T& operator*() & noexcept { return *std::get_if<0>(&v_); }
     constexpr const T& operator*() const& noexcept { return *std::get_if<0>(&v_); }
     constexpr T&& operator*() && noexcept { return std::move(*std::get_if<0>(&v_)); }
+    ///@}
+    ///@{
+    /// A pointer to the value. Precondition: has_value().
     constexpr T* operator->() noexcept { return std::get_if<0>(&v_); }
     constexpr const T* operator->() const noexcept { return std::get_if<0>(&v_); }
+    ///@}
 
     /// The value, or `fallback` when there is none.
     template <class U>
@@ -111,27 +129,35 @@ private:
 template <class E>
 class [[nodiscard]] result<void, E> {
 public:
-    using value_type = void;
-    using error_type = E;
+    using value_type = void;  ///< void
+    using error_type = E;     ///< E
 
+    /// A success.
     constexpr result() noexcept = default;
+    ///@{
+    /// A result holding the error.
     template <class G>
         requires std::is_constructible_v<E, const G&>
     constexpr result(const unexpected<G>& u) : error_(u.error()), ok_(false) {}
     template <class G>
         requires std::is_constructible_v<E, G &&>
     constexpr result(unexpected<G>&& u) : error_(std::move(u).error()), ok_(false) {}
+    ///@}
 
+    /// True on success.
     constexpr bool has_value() const noexcept { return ok_; }
+    /// has_value().
     constexpr explicit operator bool() const noexcept { return ok_; }
     /// Throws bad_result_access when the result holds an error.
     constexpr void value() const {
         if (!ok_) throw bad_result_access();
     }
+    ///@{
     /// The error. Precondition: !has_value().
     constexpr const E& error() const& noexcept { return error_; }
     constexpr E& error() & noexcept { return error_; }
     constexpr E&& error() && noexcept { return std::move(error_); }
+    ///@}
 
 private:
     E error_{};

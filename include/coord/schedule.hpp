@@ -59,8 +59,9 @@ namespace coord {
 /// Why a schedule was refused: errc::invalid_text (bad cron expression or
 /// unknown zone) and a message that names the field.
 struct schedule_error {
-    error code;
-    std::string message;
+    error code;  ///< errc::invalid_text
+    std::string message;  ///< names the field and what is wrong with it
+    /// The code is `c`.
     friend bool operator==(const schedule_error& e, errc c) noexcept { return e.code == c; }
 };
 
@@ -110,13 +111,13 @@ constexpr overlap_action decide_overlap(overlap_policy policy, bool previous_run
 
 /// One fire of a schedule: the ledger slot (a UTC instant) and its local view.
 struct fire {
-    slot which;
-    std::chrono::sys_seconds utc;
+    slot which;  ///< the ledger slot
+    std::chrono::sys_seconds utc;  ///< the fire's instant
     /// The local wall time the cron expression matched (for a gap fire, the
     /// nonexistent local time it stands for).
     std::string local_time;  ///< 2026-03-08T02:30:00
     std::chrono::seconds utc_offset{0};  ///< the offset in force at `utc`
-    std::string tzdb_version;
+    std::string tzdb_version;  ///< the tz database version the local view was computed with
     /// "-04:00"
     std::string offset_text() const {
         const auto s = utc_offset.count();
@@ -130,8 +131,8 @@ struct fire {
 
 /// Schedule settings.
 struct schedule_options {
-    gap_policy gap = gap_policy::run_after_gap;
-    fold_policy fold = fold_policy::first;
+    gap_policy gap = gap_policy::run_after_gap;  ///< what a fire in a local time that does not exist (spring forward) does
+    fold_policy fold = fold_policy::first;  ///< what a fire in a local time that happens twice (fall back) does
     /// Recorded in every slot (slot::schedule_version).
     std::uint32_t version = 0;
 };
@@ -151,7 +152,7 @@ inline std::string tz_database_version() {
 /// A cron expression: five fields (minute hour day-of-month month
 /// day-of-week) or six with seconds first; `*`, numbers, names (JAN-DEC,
 /// SUN-SAT), ranges `a-b`, steps `*/n` and `a-b/n`, lists `a,b`, and the
-/// macros @yearly @annually @monthly @weekly @daily @midnight @hourly.
+/// macros `@yearly` `@annually` `@monthly` `@weekly` `@daily` `@midnight` `@hourly`.
 /// Day-of-month and day-of-week follow Vixie cron's rule exactly: when
 /// either day field starts with `*` (alone or with a step), both must match;
 /// otherwise (both restricted) a day matching either fires. So `*/8` in
@@ -161,6 +162,7 @@ inline std::string tz_database_version() {
 /// ("0 0 30 2 *") is refused at parse.
 class cron_expr {
 public:
+    /// Parses `text`; a schedule_error names the field that is wrong.
     static result<cron_expr, schedule_error> parse(std::string_view text) {
         std::string t(trim(text));
         if (!t.empty() && t[0] == '@') {
@@ -270,6 +272,7 @@ public:
         }
     }
 
+    /// The expression as given, trimmed (a macro as written).
     const std::string& text() const noexcept { return text_; }
 
 private:
@@ -503,9 +506,13 @@ public:
         return out;
     }
 
+    /// The job's name.
     const std::string& job() const noexcept { return job_; }
+    /// The cron expression.
     const cron_expr& cron() const noexcept { return cron_; }
+    /// The IANA zone the expression is read in.
     std::string_view zone() const { return zone_->name(); }
+    /// The options in force.
     const schedule_options& options() const noexcept { return opt_; }
 
 private:

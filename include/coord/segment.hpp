@@ -77,8 +77,8 @@ concept segment_allocator = requires(A& a, std::string_view tag, std::uint64_t s
 struct segment_options {
     /// The first range's size, and the step while no rate is known.
     std::uint64_t initial_step = 1000;
-    std::uint64_t min_step = 1000;
-    std::uint64_t max_step = 10'000'000;
+    std::uint64_t min_step = 1000;  ///< the smallest range asked for once a rate is known
+    std::uint64_t max_step = 10'000'000;  ///< the largest range asked for
     /// How long a range should last at the current rate.
     std::chrono::milliseconds target_duration = std::chrono::minutes{15};
     /// The fraction of the current range used when the next one is requested.
@@ -136,6 +136,7 @@ public:
     public:
         /// See basic_segment_generator::next.
         result<std::uint64_t> next() { return gen_->next_in(*state_); }
+        /// The sequence's name.
         const std::string& name() const noexcept { return state_->tag; }
 
     private:

@@ -113,9 +113,9 @@ struct session_options {
 struct session {
     /// The opaque ID to give the client (43 base64url characters, 256 bits).
     std::string id;
-    std::string user;
-    std::string data;
-    std::uint64_t version = 0;
+    std::string user;  ///< the user it belongs to
+    std::string data;  ///< the application's data
+    std::uint64_t version = 0;  ///< bumped by every save and rotate (save checks it)
     std::chrono::milliseconds created{0};          ///< since the Unix epoch on the store's clock
     std::chrono::milliseconds absolute_expiry{0};  ///< since the Unix epoch on the store's clock
     /// What is left of the absolute term at the store's now of this step:
@@ -243,15 +243,23 @@ private:
 ///   - Max-Age negative or above 400 days (browsers cap there).
 class set_cookie {
 public:
+    /// The SameSite attribute's value.
     enum class same_site { strict, lax, none };
 
+    /// A cookie `name`=`value`, Secure, HttpOnly and SameSite=Lax.
     set_cookie(std::string name, std::string value) : name_(std::move(name)), value_(std::move(value)) {}
 
+    /// Sets Secure (on by default).
     set_cookie& secure(bool on) { secure_ = on; return *this; }
+    /// Sets HttpOnly (on by default).
     set_cookie& http_only(bool on) { http_only_ = on; return *this; }
+    /// Sets SameSite (Lax by default).
     set_cookie& site(same_site s) { same_site_ = s; return *this; }
+    /// Sets Path (none by default).
     set_cookie& path(std::string p) { path_ = std::move(p); return *this; }
+    /// Sets Domain (none by default).
     set_cookie& domain(std::string d) { domain_ = std::move(d); return *this; }
+    /// Sets Max-Age (none by default: a session cookie).
     set_cookie& max_age(std::chrono::seconds s) { max_age_ = s; return *this; }
 
     /// The header value, e.g. `__Host-sid=...; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax`.

@@ -83,8 +83,8 @@ struct snowflake_parts {
     std::chrono::sys_time<std::chrono::milliseconds> time;
     /// Ticks since the layout's epoch.
     std::int64_t tick = 0;
-    std::uint64_t node = 0;
-    std::uint64_t sequence = 0;
+    std::uint64_t node = 0;  ///< the node id field
+    std::uint64_t sequence = 0;  ///< the sequence field
 };
 
 /// A compile-time ID layout: the bit widths (at most 63 in all: the sign bit
@@ -103,16 +103,17 @@ struct snowflake_layout {
                                        (std::numeric_limits<std::int64_t>::max() - EpochUnixMillis) / TickMillis,
                   "snowflake_layout: the timestamp field would outlast 64-bit milliseconds");
 
+    /// IDs are unsigned 64-bit integers (the sign bit stays 0).
     using id_type = std::uint64_t;
-    static constexpr int time_bits = TimeBits;
-    static constexpr int node_bits = NodeBits;
-    static constexpr int sequence_bits = SequenceBits;
-    static constexpr int total_bits = TimeBits + NodeBits + SequenceBits;
-    static constexpr std::chrono::milliseconds tick{TickMillis};
-    static constexpr std::chrono::sys_time<std::chrono::milliseconds> epoch{std::chrono::milliseconds{EpochUnixMillis}};
-    static constexpr std::uint64_t max_node = (std::uint64_t{1} << NodeBits) - 1;
-    static constexpr std::uint64_t max_sequence = (std::uint64_t{1} << SequenceBits) - 1;
-    static constexpr std::int64_t max_tick = (std::int64_t{1} << TimeBits) - 1;
+    static constexpr int time_bits = TimeBits;  ///< the timestamp field's width
+    static constexpr int node_bits = NodeBits;  ///< the node id field's width
+    static constexpr int sequence_bits = SequenceBits;  ///< the sequence field's width
+    static constexpr int total_bits = TimeBits + NodeBits + SequenceBits;  ///< the bits an ID uses
+    static constexpr std::chrono::milliseconds tick{TickMillis};  ///< one unit of the timestamp field
+    static constexpr std::chrono::sys_time<std::chrono::milliseconds> epoch{std::chrono::milliseconds{EpochUnixMillis}};  ///< the instant the timestamp field counts from
+    static constexpr std::uint64_t max_node = (std::uint64_t{1} << NodeBits) - 1;  ///< the largest node id
+    static constexpr std::uint64_t max_sequence = (std::uint64_t{1} << SequenceBits) - 1;  ///< the largest sequence number in one tick
+    static constexpr std::int64_t max_tick = (std::int64_t{1} << TimeBits) - 1;  ///< the largest tick the timestamp field holds
     /// The first instant the timestamp field cannot hold: the layout's end.
     static constexpr std::chrono::sys_time<std::chrono::milliseconds> expires_at = epoch + tick * (max_tick + 1);
     /// The largest ID the layout can produce.
@@ -175,6 +176,7 @@ enum class rollback_policy {
 
 /// Something the generator noticed (reported on slow paths only).
 struct snowflake_event {
+    /// What was noticed.
     enum kind_t {
         rollback_seen,         ///< the clock read `amount` earlier than the last tick
         time_borrowed,         ///< an ID was issued `amount` ahead of the clock
@@ -183,8 +185,8 @@ struct snowflake_event {
         lease_renewed,         ///< the node lease was renewed
         lease_lost,            ///< another generator holds the node id: issuing stopped until it is free
         lease_reacquired,      ///< the node lease, ended while idle, was taken again
-    } kind;
-    std::chrono::nanoseconds amount{0};
+    } kind;  ///< what was noticed
+    std::chrono::nanoseconds amount{0};  ///< how much, where the kind says
 };
 
 /// Counters of what the generator noticed.
@@ -193,7 +195,7 @@ struct snowflake_stats {
     std::uint64_t borrowed_ids = 0;        ///< IDs issued on a tick ahead of the clock
     std::uint64_t sequence_exhausted = 0;  ///< calls that found the tick's sequence used up
     std::uint64_t reservations = 0;        ///< store writes extending the reservation
-    std::uint64_t lease_renewals = 0;
+    std::uint64_t lease_renewals = 0;  ///< node lease renewals that succeeded
     std::uint64_t lease_reacquisitions = 0;  ///< node leases taken again after their term ended
     bool lease_lost = false;                 ///< another generator holds the node id now
 };
@@ -203,8 +205,8 @@ struct snowflake_stats {
 struct snowflake_options {
     /// This process's node id: 0 .. Layout::max_node.
     std::uint64_t node = 0;
-    exhaustion_policy when_exhausted = exhaustion_policy::wait;
-    rollback_policy when_clock_goes_back = rollback_policy::wait;
+    exhaustion_policy when_exhausted = exhaustion_policy::wait;  ///< what a call does when the tick's sequence ran out
+    rollback_policy when_clock_goes_back = rollback_policy::wait;  ///< what a call does when the clock reads earlier than the last tick
     /// rollback_policy::wait: the longest wait; borrow: the most time issued ahead of the clock.
     std::chrono::milliseconds rollback_bound{10};
     /// Start each tick's sequence at a random value in the lower half, so
@@ -245,7 +247,9 @@ struct snowflake_options {
 template <time_reservation_store Store>
 class without_node_lease {
 public:
+    /// Wraps `store`, which must outlive this object.
     explicit without_node_lease(Store& store) noexcept : store_(&store) {}
+    /// The wrapped store's time_reserve.
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms, fence_token token) {
         return store_->time_reserve(key, until_ms, token);
     }
@@ -297,7 +301,9 @@ class basic_snowflake {
                   "coord::without_node_lease<Store> to opt out explicitly");
 
 public:
+    /// The ID layout.
     using layout = Layout;
+    /// The ID type.
     using id_type = typename Layout::id_type;
 
     /// Checks the options (throws std::invalid_argument naming the field)
@@ -423,6 +429,7 @@ public:
         return s;
     }
 
+    /// The options in force.
     const snowflake_options& options() const noexcept { return opt_; }
 
 private:

@@ -70,11 +70,13 @@ namespace coord {
 /// for v7 is time order. Trivially copyable.
 class uuid {
 public:
+    /// The variant field's meaning (RFC 9562, section 4.1).
     enum class variant_kind { ncs, rfc9562, microsoft, future };
 
-    std::array<std::uint8_t, 16> bytes{};
+    std::array<std::uint8_t, 16> bytes{};  ///< the 16 bytes, in network order
 
     constexpr uuid() noexcept = default;
+    /// The UUID with these bytes.
     constexpr explicit uuid(const std::array<std::uint8_t, 16>& b) noexcept : bytes(b) {}
 
     /// A version 7 UUID from its fields: 48-bit Unix milliseconds, 12-bit
@@ -134,6 +136,7 @@ public:
         return std::chrono::sys_time<std::chrono::milliseconds>{
             std::chrono::milliseconds{static_cast<std::int64_t>(unix_ts_ms())}};
     }
+    /// True for the nil UUID (all zero).
     constexpr bool is_nil() const noexcept {
         return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0; });
     }
@@ -181,7 +184,9 @@ public:
         return u;
     }
 
+    /// Equal bytes.
     friend constexpr bool operator==(const uuid&, const uuid&) noexcept = default;
+    /// Byte order, which for version 7 is time order.
     friend constexpr auto operator<=>(const uuid&, const uuid&) noexcept = default;
 
 private:
@@ -209,10 +214,11 @@ enum class uuid7_rollback_policy {
 /// Generator settings; out-of-range values make the constructor throw
 /// std::invalid_argument naming the field.
 struct uuid7_options {
-    uuid7_method method = uuid7_method::counter;
+    uuid7_method method = uuid7_method::counter;  ///< how UUIDs of one millisecond are ordered
     /// How far the generator keeps issuing after its last timestamp while the
     /// clock reads earlier (also how far ahead a counter overflow may carry).
     std::chrono::milliseconds rollback_bound{10'000};
+    /// What a call does when the clock is further behind than rollback_bound.
     uuid7_rollback_policy past_bound = uuid7_rollback_policy::reject;
     /// With a store: how far ahead the reserved-until time is moved at a time.
     /// At most rollback_bound.
@@ -225,7 +231,7 @@ struct uuid7_options {
 struct uuid7_stats {
     std::uint64_t rollbacks_absorbed = 0;  ///< UUIDs issued after the last timestamp while the clock was behind
     std::uint64_t rollbacks_accepted = 0;  ///< times the accept policy took an earlier time
-    std::uint64_t rollbacks_rejected = 0;
+    std::uint64_t rollbacks_rejected = 0;  ///< calls refused with errc::clock_rollback
     std::uint64_t counter_overflows = 0;   ///< times the timestamp moved forward because the counter ran out
 };
 
@@ -330,7 +336,7 @@ template <unix_clock Clock = system_clock, random_source Random = os_random,
           time_reservation_store Store = no_time_reservation>
 class basic_uuid7_generator {
 public:
-    static constexpr bool has_store = !std::is_same_v<Store, no_time_reservation>;
+    static constexpr bool has_store = !std::is_same_v<Store, no_time_reservation>;  ///< true when it keeps a reservation on a store
 
     /// Without a store (order holds within this generator).
     explicit basic_uuid7_generator(uuid7_options options = {}, Clock clock = Clock{}, Random random = Random{})
@@ -446,6 +452,7 @@ private:
 template <unix_clock Clock = system_clock, random_source Random = os_random>
 class basic_uuid7_local {
 public:
+    /// A generator for one thread; throws std::invalid_argument naming an option out of range.
     explicit basic_uuid7_local(uuid7_options options = {}, Clock clock = Clock{}, Random random = Random{})
         : opt_(std::move(options)), clock_(std::move(clock)), rng_(std::move(random)) {
         detail::check_uuid7_options(opt_, false);
@@ -492,6 +499,7 @@ inline result<uuid> uuid7() {
 }  // namespace coord
 
 /// Hashes a uuid (its bytes are already well mixed; the halves are folded).
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::hash<coord::uuid> {
     std::size_t operator()(const coord::uuid& u) const noexcept {
@@ -505,3 +513,4 @@ struct std::hash<coord::uuid> {
         return static_cast<std::size_t>(x);
     }
 };
+/// @endcond

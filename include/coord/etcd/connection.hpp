@@ -111,8 +111,10 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 }  // namespace coord::etcd
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::etcd::errc> : std::true_type {};
+/// @endcond
 
 namespace coord::etcd {
 
@@ -161,12 +163,12 @@ struct options {
     /// and its unencrypted private key (PEM) for a cluster started with
     /// --client-cert-auth (both or neither).
     std::string ca_file{};
-    std::string cert_file{};
-    std::string key_file{};
+    std::string cert_file{};  ///< the client certificate (PEM)
+    std::string key_file{};  ///< its unencrypted private key (PEM)
     /// etcd's authentication: the user and password signed in with (both
     /// or neither; empty: none). The password is never in a message.
     std::string user{};
-    std::string password{};
+    std::string password{};  ///< the password (never in a message)
 };
 
 /// The clock policy that means "etcd's clock": every expiry is judged by
@@ -485,8 +487,11 @@ public:
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
 
+    /// The URL the pool was made from, without credentials.
     const std::string& url() const noexcept { return url_; }
+    /// The options in force.
     const options& opts() const noexcept { return opts_; }
+    /// The members' base URLs, in the order they are tried.
     const std::vector<std::string>& endpoints() const noexcept { return endpoints_; }
 
     /// One request (POST path body): the answer's body when etcd answered

@@ -133,8 +133,11 @@ public:
         if (!r) return unexpected(r.error());
         return r->revision;
     }
+    /// The URL the store was opened from, without credentials.
     const std::string& url() const noexcept { return engine().calls().url(); }
+    /// The prefix every key of this store starts with.
     const std::string& key_prefix() const noexcept { return engine().key().prefix(); }
+    /// The members' base URLs, in the order they are tried.
     const std::vector<std::string>& endpoints() const noexcept { return engine().calls().endpoints(); }
 
 private:

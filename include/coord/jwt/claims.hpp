@@ -28,16 +28,16 @@ namespace coord::jwt {
 
 /// The protected header of a verified token.
 struct header {
-    algorithm alg = algorithm::hs256;
-    std::optional<std::string> kid;
-    std::optional<std::string> typ;
-    std::optional<std::string> cty;
+    algorithm alg = algorithm::hs256;  ///< the "alg" the token was signed with
+    std::optional<std::string> kid;  ///< the "kid", when present
+    std::optional<std::string> typ;  ///< the "typ", when present
+    std::optional<std::string> cty;  ///< the "cty", when present
 };
 
 /// A JWS whose signature verified: its header and decoded payload bytes.
 struct verified_jws {
-    header hdr;
-    std::string payload;
+    header hdr;  ///< the protected header
+    std::string payload;  ///< the payload's bytes, base64url-decoded
 };
 
 namespace detail {
@@ -107,13 +107,21 @@ inline char* prepare_payload(payload_text& p, std::size_t n) { return p.prepare(
 /// once, aside). Copyable and movable; views stay valid while it lives.
 class claims {
 public:
+    /// The token's protected header.
     const header& hdr() const noexcept { return hdr_; }
+    /// The payload's JSON text.
     std::string_view json() const noexcept { return json_.view(); }
+    /// The "iss" claim, when present.
     std::optional<std::string_view> iss() const noexcept { return text(iss_); }
+    /// The "sub" claim, when present.
     std::optional<std::string_view> sub() const noexcept { return text(sub_); }
+    /// The "jti" claim, when present.
     std::optional<std::string_view> jti() const noexcept { return text(jti_); }
+    /// The "exp" claim (Unix seconds), when present.
     std::optional<std::int64_t> exp() const noexcept { return exp_; }
+    /// The "nbf" claim (Unix seconds), when present.
     std::optional<std::int64_t> nbf() const noexcept { return nbf_; }
+    /// The "iat" claim (Unix seconds), when present.
     std::optional<std::int64_t> iat() const noexcept { return iat_; }
     /// True when the payload has an aud member.
     bool has_aud() const noexcept { return aud_.present; }

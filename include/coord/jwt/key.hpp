@@ -19,8 +19,9 @@ namespace coord::jwt {
 /// A key that cannot be loaded: errc::invalid_key and a sentence naming the
 /// field and the rule (never the key material).
 struct key_error {
-    std::error_code code = errc::invalid_key;
-    std::string detail;
+    std::error_code code = errc::invalid_key;  ///< errc::invalid_key
+    std::string detail;  ///< the field and the rule it broke (never the key material)
+    /// The code is `c`.
     friend bool operator==(const key_error& e, errc c) noexcept { return e.code == c; }
 };
 
@@ -48,9 +49,12 @@ public:
 
     /// The same checks, reporting instead of throwing (for keys from outside).
     static result<key, key_error> try_from_pem(algorithm alg, std::string_view pem, std::string kid = {});
+    /// hmac's checks, reporting instead of throwing.
     static result<key, key_error> try_hmac(algorithm alg, std::string_view secret, std::string kid = {});
 
+    /// The algorithm the key is for.
     algorithm alg() const noexcept;
+    /// The key's id (empty: none).
     const std::string& kid() const noexcept;
     /// True for HMAC keys and private keys: the key can sign.
     bool can_sign() const noexcept;
@@ -83,6 +87,7 @@ public:
     key_set(std::initializer_list<key> keys) {
         for (const auto& k : keys) add(k);
     }
+    /// Adds `k`; throws std::invalid_argument on a duplicate kid or mixed symmetry.
     void add(key k);
     /// The same checks, reporting instead of throwing.
     result<void, key_error> try_add(key k);
@@ -92,10 +97,14 @@ public:
     /// kid: the single such key without a kid). Null when there is none, or
     /// several (ambiguous). The caller still checks the key's alg.
     const key* find(std::string_view kid, bool has_kid, algorithm alg) const noexcept;
+    /// The key with that kid, or null.
     const key* find_kid(std::string_view kid) const noexcept;
 
+    /// How many keys the set holds.
     std::size_t size() const noexcept { return keys_.size(); }
+    /// True when it holds none.
     bool empty() const noexcept { return keys_.empty(); }
+    /// The keys, in the order they were added.
     const std::vector<key>& keys() const noexcept { return keys_; }
 
 private:

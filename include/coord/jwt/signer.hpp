@@ -24,6 +24,7 @@ public:
     /// no typ member).
     std::string sign_payload(std::string_view payload, std::string_view typ = {}) const;
 
+    /// The key it signs with.
     const key& signing_key() const noexcept { return key_; }
 
 private:

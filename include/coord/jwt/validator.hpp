@@ -38,6 +38,7 @@ struct validation_options {
 
 /// A revocation store that revokes nothing (the default).
 struct no_revocation {
+    /// Always false: no token is revoked.
     result<bool> token_revoked(std::string_view, std::string_view, std::optional<std::int64_t>, std::int64_t) {
         return false;
     }
@@ -73,6 +74,7 @@ public:
     /// signature); the payload may be any bytes. For JWS that are not JWTs.
     [[nodiscard]] result<verified_jws> verify(std::string_view token) const;
 
+    /// The options in force.
     const validation_options& options() const noexcept { return options_; }
 
 private:

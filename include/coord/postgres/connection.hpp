@@ -107,8 +107,10 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 }  // namespace coord::postgres
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::postgres::errc> : std::true_type {};
+/// @endcond
 
 namespace coord::postgres {
 
@@ -184,14 +186,14 @@ struct options {
     /// The role and its password, when the conninfo does not say (empty:
     /// libpq's defaults: PGUSER, the passfile). Never put in a message.
     std::string user{};
-    std::string password{};
+    std::string password{};  ///< the role's password (never in a message)
     /// TLS files, when the conninfo does not say: the CAs that sign the
     /// server's certificate (sslrootcert; given, sslmode is verify-full
     /// unless the conninfo says otherwise), the client certificate and its
     /// key (sslcert, sslkey).
     std::string ca_file{};
-    std::string cert_file{};
-    std::string key_file{};
+    std::string cert_file{};  ///< the client certificate (sslcert)
+    std::string key_file{};  ///< its private key (sslkey)
 };
 
 /// The clock policy that means "the server's clock": every expiry is judged
@@ -739,7 +741,9 @@ public:
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
 
+    /// The conninfo the pool was made from.
     const std::string& conninfo() const noexcept { return conninfo_; }
+    /// The options in force.
     const options& opts() const noexcept { return opts_; }
 
     /// Every call of this pool that touches coord's records carries the
@@ -750,7 +754,7 @@ public:
     /// A call that carries no guard: the schema's migrations and the
     /// store's initialization, which make what the guard checks.
     struct unguarded_t {};
-    static constexpr unguarded_t unguarded{};
+    static constexpr unguarded_t unguarded{};  ///< selects the unguarded call
 
     /// One call: a connection of the pool for its whole step, and its
     /// deadline (options::operation_timeout from now). Each round trip that
@@ -765,9 +769,11 @@ public:
     class call {
     public:
         // No connection in time: c_ stays empty and every statement says so.
+        /// A guarded call on a connection of `p` (none in time: every statement says so).
         explicit call(pool& p)
             : p_(p), seen_(p.seen_), until_(coord::detail::deadline_after(p.opts_.operation_timeout)),
               c_(p.slots_.take(until_)) {}
+        /// A call that carries no guard (migrations, initialization).
         call(pool& p, unguarded_t) : call(p) { seen_ = nullptr; }
         call(const call&) = delete;
         call& operator=(const call&) = delete;
@@ -777,6 +783,7 @@ public:
         /// a ledger run): the rest of the call gets a full timeout again.
         void restart_deadline() noexcept { until_ = coord::detail::deadline_after(p_.opts_.operation_timeout); }
 
+        /// One statement in one round trip, with the guard first when it has parameters (`prepare`: as a prepared statement; `writes`: it may change records).
         result<detail::answer> exec(const char* sql, const std::vector<detail::param_value>& params, bool writes,
                                     bool prepare = true) {
             if (auto c = ready(); !c) return unexpected(c.error());
@@ -789,6 +796,7 @@ public:
             if (!r) return unexpected(r.error());
             return std::move(r->front());
         }
+        /// The steps in one round trip (one transaction when they start with BEGIN), with the guard first (after the BEGIN) when any has parameters; `writes`: they may change records.
         result<std::vector<detail::answer>> pipeline(const std::vector<detail::step>& steps, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());
             if (!seen_ || std::none_of(steps.begin(), steps.end(), [](const detail::step& s) { return !s.params.empty(); })) {

@@ -196,7 +196,9 @@ public:
         return r->i64(0, 0);
     }
 
+    /// The conninfo the store was opened with.
     const std::string& conninfo() const noexcept { return engine().calls().conninfo(); }
+    /// The options in force.
     const options& opts() const noexcept { return engine().calls().opts(); }
 };
 

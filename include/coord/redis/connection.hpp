@@ -130,27 +130,29 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 }  // namespace coord::redis
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::redis::errc> : std::true_type {};
+/// @endcond
 
 namespace coord::redis {
 
 /// One server: a host (an IPv6 address without its brackets) and a port.
 struct server {
-    std::string host;
-    int port = 6379;
+    std::string host;  ///< the host: a name or an address
+    int port = 6379;   ///< the TCP port
 };
 
 /// Where the server is: redis://HOST:PORT[/DB] (rediss:// for TLS), or the
 /// Sentinels that name it: redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB]
 /// (rediss+sentinel:// for TLS to the Sentinels and the master alike).
 struct address {
-    std::string host;  // the server (without Sentinels)
-    int port = 6379;
-    int db = 0;
-    bool tls = false;
-    std::vector<server> sentinels{};  // asked, in order, for the master's address
-    std::string master{};             // the name the Sentinels monitor it under
+    std::string host;                 ///< the server (without Sentinels)
+    int port = 6379;                  ///< its port (without Sentinels)
+    int db = 0;                       ///< the database number (SELECT)
+    bool tls = false;                 ///< rediss: TLS to every server
+    std::vector<server> sentinels{};  ///< asked, in order, for the master's address
+    std::string master{};             ///< the name the Sentinels monitor it under
 };
 
 /// Parses redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB] (TLS),
@@ -242,7 +244,7 @@ struct options {
     /// AUTH with this password when not empty (and `user`, when not empty:
     /// an ACL user).
     std::string user;
-    std::string password;
+    std::string password;  ///< AUTH's password (never in a message)
     /// TLS (also switched on by a rediss:// URL): the CA bundle the server's
     /// certificate must be signed by (PEM; empty: the system's CAs), and the
     /// client's certificate chain and key (PEM, both or neither) for a
@@ -250,8 +252,8 @@ struct options {
     /// switches TLS on. A file OpenSSL cannot use makes the constructor throw
     /// std::invalid_argument naming it.
     std::string ca_file{};
-    std::string cert_file{};
-    std::string key_file{};
+    std::string cert_file{};  ///< the client's certificate chain (PEM)
+    std::string key_file{};  ///< its private key (PEM)
 };
 
 /// The clock policy that means "the server's clock": every expiry is judged
@@ -956,7 +958,9 @@ public:
     pool(const pool&) = delete;
     pool& operator=(const pool&) = delete;
 
+    /// The URL the pool was made from, without credentials.
     const std::string& url() const noexcept { return url_; }
+    /// The options in force.
     const options& opts() const noexcept { return opts_; }
     /// True when the connections speak TLS.
     bool tls() const noexcept { return tls_ != nullptr; }
@@ -966,6 +970,7 @@ public:
     class call {
     public:
         // No connection in time: c_ stays empty and every command says so.
+        /// A call on a connection of `p` (none in time: every command says so).
         explicit call(pool& p)
             : p_(p), until_(coord::detail::deadline_after(p.opts_.operation_timeout)), c_(p.slots_.take(until_)) {}
         call(const call&) = delete;
@@ -979,6 +984,7 @@ public:
         /// the rest of the call gets a full timeout again.
         void restart_deadline() noexcept { until_ = coord::detail::deadline_after(p_.opts_.operation_timeout); }
 
+        /// Runs the script `s` on `keys` and `args` (EVALSHA, loading it once when the server lacks it); `writes`: it may change keys.
         result<detail::reply> eval(const detail::script& s, const std::vector<std::string>& keys,
                                    const std::vector<std::string>& args, bool writes) {
             if (auto c = ready(); !c) return unexpected(c.error());

@@ -225,7 +225,9 @@ public:
         return std::string(detail::text(r->get()));
     }
 
+    /// The URL the store was opened from, without credentials.
     const std::string& url() const noexcept { return engine().calls().url(); }
+    /// The options in force.
     const options& opts() const noexcept { return engine().calls().opts(); }
     /// The key every name of this store starts with: "{prefix}:".
     const std::string& key_tag() const noexcept { return engine().key().tag(); }

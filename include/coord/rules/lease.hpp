@@ -25,8 +25,8 @@ namespace coord {
 
 /// A granted lease.
 struct lease {
-    std::string name;
-    std::string owner;
+    std::string name;  ///< the lease's name
+    std::string owner;  ///< who holds it
     /// The fence token of this grant: larger than every earlier grant's for `name`.
     fence_token token = 0;
     /// The term the lease was granted or last renewed for.
@@ -66,7 +66,7 @@ struct lease_error {
 /// A waiter's place in the queue of one lease name.
 struct lease_waiter {
     std::uint64_t ticket = 0;  ///< increasing per name: the arrival order
-    std::string who;
+    std::string who;  ///< the waiter's owner name
     std::chrono::nanoseconds until{0};  ///< the place lapses here (store clock, since the Unix epoch) unless renewed
 };
 

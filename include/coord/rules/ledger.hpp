@@ -23,47 +23,49 @@ namespace coord {
 
 /// Where a slot stands in the ledger.
 struct ledger_record {
+    /// No claim running; a claim running; done, with its result.
     enum class state_t { idle, running, done };
     std::string key;  ///< the slot's canonical text
     std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
-    std::uint32_t schedule_version = 0;
-    state_t state = state_t::idle;
+    std::uint32_t schedule_version = 0;  ///< the version of the schedule of the last claim
+    state_t state = state_t::idle;       ///< where the slot stands
     fence_token fence = 0;       ///< the last claim's fence token
     std::uint32_t attempt = 0;   ///< how many claims were granted
     std::string holder;          ///< the worker of the last claim
     // Times below are since the Unix epoch on the store's clock.
-    std::chrono::nanoseconds lease_until{0};
+    std::chrono::nanoseconds lease_until{0};   ///< the running claim's lease ends here
     std::chrono::nanoseconds started{0};       ///< when the last attempt actually started (not the scheduled time)
-    std::chrono::nanoseconds completed{0};
+    std::chrono::nanoseconds completed{0};     ///< when the done attempt completed
     std::chrono::nanoseconds retain_until{0};  ///< scheduled time + retention (saturated at the int64 range)
-    std::string payload_hash;
+    std::string payload_hash;    ///< the hash of the payload the slot was claimed with
     std::string result;          ///< the done attempt's result
     std::string fail_reason;     ///< the last failed attempt's reason
 };
 
 /// The answer to a claim.
 struct claim_outcome {
+    /// What the claim found.
     enum kind_t {
         granted,           ///< you may execute: fence and attempt are yours
         replayed,          ///< already done: result holds the stored result
         in_progress,       ///< another holder runs it until lease_until
         payload_mismatch,  ///< the slot was claimed with a different payload
         expired,           ///< the slot is older than the replay window
-    } kind = granted;
-    fence_token fence = 0;
-    std::uint32_t attempt = 0;
-    std::string holder;
+    } kind = granted;             ///< what the claim found
+    fence_token fence = 0;        ///< granted: the claim's fence token
+    std::uint32_t attempt = 0;    ///< granted: the attempt's number
+    std::string holder;           ///< in_progress: who runs it
     std::chrono::nanoseconds lease_until{0};  ///< since the Unix epoch on the store's clock
-    std::string result;
+    std::string result;           ///< replayed: the stored result
 };
 
 /// What a claim asks the store for.
 struct ledger_claim_request {
     std::string_view key;  ///< the slot's canonical text
     std::chrono::milliseconds scheduled{0};  ///< the slot's time, Unix milliseconds
-    std::uint32_t schedule_version = 0;
-    std::string_view worker;
-    std::string_view payload_hash;
+    std::uint32_t schedule_version = 0;  ///< the version of the schedule that made the slot
+    std::string_view worker;             ///< who claims
+    std::string_view payload_hash;       ///< a hash of the payload (a repeat must bring the same)
     std::chrono::nanoseconds lease_ttl{0};       ///< the execution lease's length if granted, from the store's now
     std::chrono::milliseconds replay_window{0};  ///< a slot scheduled longer ago than this (store's now) is expired
 };

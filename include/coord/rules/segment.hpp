@@ -16,9 +16,11 @@ namespace coord {
 
 /// A half-open range of IDs [begin, end).
 struct segment_range {
-    std::uint64_t begin = 0;
-    std::uint64_t end = 0;
+    std::uint64_t begin = 0;  ///< the first ID
+    std::uint64_t end = 0;  ///< one past the last ID
+    /// How many IDs the range holds.
     std::uint64_t size() const noexcept { return end - begin; }
+    /// Equal bounds.
     friend bool operator==(const segment_range&, const segment_range&) = default;
 };
 

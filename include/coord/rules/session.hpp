@@ -19,9 +19,9 @@ namespace coord {
 /// What a session store keeps per session (under the hash of its ID). Times
 /// are Unix milliseconds on the store's clock.
 struct session_record {
-    std::string user;
-    std::string data;
-    std::int64_t created_ms = 0;
+    std::string user;  ///< the user the session belongs to
+    std::string data;  ///< the application's data, opaque to the store
+    std::int64_t created_ms = 0;  ///< when the session was created
     std::int64_t last_seen_ms = 0;        ///< the latest load, save or rotate
     std::int64_t absolute_expiry_ms = 0;  ///< the session ends here whatever its use
     std::int64_t idle_timeout_ms = 0;     ///< the session ends this long after last_seen
@@ -30,10 +30,10 @@ struct session_record {
 
 /// What a new session asks of the store; the store stamps the times.
 struct session_request {
-    std::string_view user;
-    std::string_view data;
-    std::int64_t idle_timeout_ms = 0;
-    std::int64_t absolute_timeout_ms = 0;
+    std::string_view user;  ///< the user the session is for
+    std::string_view data;  ///< the application's data
+    std::int64_t idle_timeout_ms = 0;  ///< the session ends this long after its last use
+    std::int64_t absolute_timeout_ms = 0;  ///< the session ends this long after its creation, whatever its use
 };
 
 namespace detail {

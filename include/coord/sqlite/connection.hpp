@@ -129,8 +129,10 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 }  // namespace coord::sqlite
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::sqlite::errc> : std::true_type {};
+/// @endcond
 
 namespace coord::sqlite {
 
@@ -156,7 +158,7 @@ struct options {
     /// How long an operation waits for the database's lock (1 ms to 24 h),
     /// held by another thread or process, before errc::lock_timeout.
     std::chrono::milliseconds busy_timeout = coord::detail::defaults::lock_timeout;
-    durability sync = durability::full;
+    durability sync = durability::full;  ///< what a commit waits for (PRAGMA synchronous)
 };
 
 namespace detail {
@@ -310,7 +312,9 @@ public:
         close();
     }
 
+    /// The database file's path.
     const std::filesystem::path& path() const noexcept { return path_; }
+    /// The options in force.
     const options& opts() const noexcept { return opts_; }
 
     /// One operation: the connection for this thread, and one transaction.
@@ -323,7 +327,8 @@ public:
         /// The recovery's transaction (database::reinitialize): it begins on
         /// a database that went back.
         struct recovering_t {};
-        static constexpr recovering_t recovering{};
+        static constexpr recovering_t recovering{};  ///< selects the recovery's transaction
+        /// The recovery's transaction, which begins on a database that went back.
         transaction(database& d, bool writes, recovering_t) : transaction(d, writes, true) {}
 
     private:
@@ -371,6 +376,7 @@ public:
         /// The floors the store was initialized with, read with the
         /// generation (a writing transaction only; zeros otherwise).
         const coord::detail::stated_floors& floors() const noexcept { return floors_; }
+        /// True when the transaction began.
         explicit operator bool() const noexcept { return open_; }
 
         /// The prepared statement of `sql` (prepared once per connection), reset.
@@ -416,6 +422,7 @@ public:
         /// The connection, for an effect that writes in this transaction.
         sqlite3* handle() const noexcept { return d_.db_; }
 
+        /// The error for SQLite's result code `rc`, with SQLite's words and the file's path.
         coord::error error(int rc) const { return detail::error_of(rc, d_.db_, d_.path_.string()); }
 
     private:

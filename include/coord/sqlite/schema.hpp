@@ -22,9 +22,9 @@ namespace coord::sqlite {
 
 /// One step of the schema.
 struct migration {
-    int version;
-    const char* what;
-    const char* sql;
+    int version;  ///< the schema version it brings the database to
+    const char* what;  ///< what it adds, for a person
+    const char* sql;  ///< the statements it runs, in one transaction
 };
 
 /// Every migration, in order; the last one's version is the schema this

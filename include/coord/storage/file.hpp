@@ -564,17 +564,20 @@ public:
     basic_file_store& operator=(const basic_file_store&) = delete;
 
     // fence_store ---------------------------------------------------------
-
     // fence_write, fence_update: detail::fence_writes, through fence_apply.
+    ///@{
+    /// The fence_store operations, each one atomic step under the file's lock: coord::fence_store says what each does.
     result<fenced_value> fence_read(std::string_view key) {
         return transact<false, error>([&](detail::file_state& s, std::int64_t) -> result<fenced_value> {
             auto it = s.fences.find(key);
             return detail::fence_rule::view(it == s.fences.end() ? nullptr : &it->second);
         });
     }
+    ///@}
 
     // lease_store ---------------------------------------------------------
-
+    ///@{
+    /// The lease_store operations, each one atomic step under the file's lock: coord::lease_store says what each does.
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {
         return transact<true, lease_error>([&](detail::file_state& s, std::int64_t now) {
@@ -593,11 +596,16 @@ public:
             return detail::lease_rule::release(detail::find_or_insert(s.leases, name), owner, token, now);
         });
     }
+    ///@}
+
+    // lease_queue_store -----------------------------------------------------
     // lease_queue_store: the queue is a section of the state file; a queued
     // acquire writes the file only when the lease or the line changed (a
     // place is renewed at most four times a term, not on every poll). No notification
     // crosses processes: a wait polls (coord/detail/lease_poll.hpp).
 
+    ///@{
+    /// The lease_queue_store operations, each one atomic step under the file's lock: coord::lease_queue_store says what each does.
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         return transact<true, error>([&](detail::file_state& s, std::int64_t now) -> result<std::uint64_t> {
             return detail::lease_queue_rule::enqueue(detail::find_or_insert(s.queues, name), who, place_ttl.count(), now);
@@ -648,9 +656,11 @@ public:
                 return detail::lease_rule::read(name, it == s.leases.end() ? nullptr : &it->second, now);
             });
     }
+    ///@}
 
     // time_reservation_store ----------------------------------------------
-
+    ///@{
+    /// The time_reservation_store operations, each one atomic step under the file's lock: coord::time_reservation_store says what each does.
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
                                                         fence_token token) {
         return transact<true, write_error>([&](detail::file_state& s, std::int64_t) {
@@ -658,17 +668,21 @@ public:
                                                      token);
         });
     }
+    ///@}
 
     // segment_allocator ---------------------------------------------------
-
+    ///@{
+    /// The segment_allocator operations, each one atomic step under the file's lock: coord::segment_allocator says what each does.
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         return transact<true, error>([&](detail::file_state& s, std::int64_t) {
             return detail::segment_rule::allocate(record_or(s.segments, tag, {s.floors.segment + 1}), step);
         });
     }
+    ///@}
 
     // ledger_store --------------------------------------------------------
-
+    ///@{
+    /// The ledger_store operations, each one atomic step under the file's lock: coord::ledger_store says what each does.
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         // Only a grant changes the record: replays and refusals write nothing.
         return transact<true, error>(
@@ -720,6 +734,7 @@ public:
             return detail::ledger_rule::revoke(find_record(s, key), reason);
         });
     }
+    ///@}
 
     /// The state file's path, resolved (every spelling of one file gives the same).
     const std::filesystem::path& path() const noexcept { return path_; }

@@ -65,6 +65,7 @@ class basic_memory_store : public detail::fence_writes<basic_memory_store<Clock>
     friend class detail::fence_writes<basic_memory_store<Clock>>;
 
 public:
+    /// An empty store whose expiries are judged on `clock`.
     explicit basic_memory_store(Clock clock = Clock{}) : clock_(std::move(clock)) {
         if constexpr (!unix_clock<Clock>)
             unix_offset_ns_ = since_epoch_ns(std::chrono::system_clock::now()) - since_epoch_ns(clock_.now());
@@ -73,16 +74,19 @@ public:
     basic_memory_store& operator=(const basic_memory_store&) = delete;
 
     // fence_store ---------------------------------------------------------
-
     // fence_write, fence_update: detail::fence_writes, through fence_apply.
+    ///@{
+    /// The fence_store operations, each one atomic step under the store's lock: coord::fence_store says what each does.
     result<fenced_value> fence_read(std::string_view key) const {
         std::lock_guard lk(fence_mutex_);
         auto it = fences_.find(key);
         return detail::fence_rule::view(it == fences_.end() ? nullptr : &it->second);
     }
+    ///@}
 
     // lease_store ---------------------------------------------------------
-
+    ///@{
+    /// The lease_store operations, each one atomic step under the store's lock: coord::lease_store says what each does.
     result<lease, lease_error> lease_acquire(std::string_view name, std::string_view owner,
                                              std::chrono::nanoseconds ttl) {
         std::lock_guard lk(lease_mutex_);
@@ -105,11 +109,14 @@ public:
         auto it = leases_.find(name);
         return detail::lease_rule::read(name, it == leases_.end() ? nullptr : &it->second, now_ns());
     }
+    ///@}
 
     // lease_queue_store -------------------------------------------------------
     // Waiters of one name in arrival order; a release wakes only the first in
     // line (its own condition variable).
 
+    ///@{
+    /// The lease_queue_store operations, each one atomic step under the store's lock: coord::lease_queue_store says what each does.
     result<std::uint64_t> lease_enqueue(std::string_view name, std::string_view who, std::chrono::nanoseconds place_ttl) {
         std::lock_guard lk(lease_mutex_);
         return detail::lease_queue_rule::enqueue(detail::find_or_insert(queues_, name), who, place_ttl.count(), now_ns());
@@ -138,7 +145,9 @@ public:
     /// needs keeping between two waits.
     class waiting {
     public:
+        /// The turn of `ticket` in the line of `name` on `s`.
         waiting(basic_memory_store& s, std::string_view name, std::uint64_t ticket) : s_(&s), name_(name), ticket_(ticket) {}
+        /// Returns at once when the waiter is next in line; else blocks until a release wakes it, or `until`.
         void wait(std::size_t /*ahead*/, std::chrono::steady_clock::time_point until) { s_->wait_turn(name_, ticket_, until); }
 
     private:
@@ -147,6 +156,7 @@ public:
         std::uint64_t ticket_;
     };
     waiting lease_waiting(std::string_view name, std::uint64_t ticket) { return waiting(*this, name, ticket); }
+    ///@}
 
 private:
     void wait_turn(std::string_view name, std::uint64_t ticket, std::chrono::steady_clock::time_point until) {
@@ -164,22 +174,27 @@ private:
 
 public:
     // time_reservation_store ----------------------------------------------
-
+    ///@{
+    /// The time_reservation_store operations, each one atomic step under the store's lock: coord::time_reservation_store says what each does.
     result<std::int64_t, write_error> time_reserve(std::string_view key, std::int64_t until_ms,
                                                         fence_token token) {
         std::lock_guard lk(reservation_mutex_);
         return detail::reservation_rule::reserve(detail::find_or_insert(reservations_, key), until_ms, token);
     }
+    ///@}
 
     // segment_allocator ---------------------------------------------------
-
+    ///@{
+    /// The segment_allocator operations, each one atomic step under the store's lock: coord::segment_allocator says what each does.
     result<segment_range> segment_allocate(std::string_view tag, std::uint64_t step) {
         std::lock_guard lk(segment_mutex_);
         return detail::segment_rule::allocate(detail::find_or_insert(segments_, tag), step);
     }
+    ///@}
 
     // ledger_store --------------------------------------------------------
-
+    ///@{
+    /// The ledger_store operations, each one atomic step under the store's lock: coord::ledger_store says what each does.
     result<claim_outcome> ledger_claim(const ledger_claim_request& q) {
         std::lock_guard lk(ledger_mutex_);
         const auto now = unix_now_ns();
@@ -236,9 +251,11 @@ public:
         c->result = std::move(produced);
         return c;
     }
+    ///@}
 
     // session_store -------------------------------------------------------
-
+    ///@{
+    /// The session_store operations, each one atomic step under the store's lock: coord::session_store says what each does.
     result<session_record> session_create(std::string_view hash, const session_request& req) {
         std::lock_guard lk(session_mutex_);
         auto rec = detail::session_rule::create(req, unix_now_ms());
@@ -290,9 +307,11 @@ public:
         std::lock_guard lk(session_mutex_);
         return static_cast<std::size_t>(std::erase_if(sessions_, [&](const auto& kv) { return kv.second.user == user; }));
     }
+    ///@}
 
     // revocation_store ----------------------------------------------------
-
+    ///@{
+    /// The revocation_store operations, each one atomic step under the store's lock: coord::revocation_store says what each does.
     result<void> revoke_token(std::string_view jti, std::int64_t until_s) {
         std::lock_guard lk(revocation_mutex_);
         detail::revocation_rule::deny_until(detail::find_or_insert(denied_tokens_, jti), until_s);
@@ -327,6 +346,7 @@ public:
     /// the Unix epoch, else the steady reading mapped to Unix time at
     /// construction (so it never steps).
     std::int64_t unix_now_ns() const noexcept { return unix_offset_ns_ + since_epoch_ns(clock_.now()); }
+    ///@}
 
 private:
     template <class Assign>

@@ -96,8 +96,10 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 }  // namespace coord::zookeeper
 
+/// @cond STD_SPECIALIZATIONS
 template <>
 struct std::is_error_code_enum<coord::zookeeper::errc> : std::true_type {};
+/// @endcond
 
 namespace coord::zookeeper {
 
@@ -254,6 +256,7 @@ inline std::string rc_words(int rc) {
 /// (the C client is).
 class session {
 public:
+    /// A session with the ensemble at `a`, opened on first use.
     session(const address& a, const options& o) : address_(a), opts_(o) {
         // A library writes nothing to the application's stderr: the C
         // client's own log is off (level 0); errors come back in the values.
@@ -331,6 +334,7 @@ public:
         std::erase_if(s->unarmed_, [&](const std::shared_ptr<detail::watch_flag>& w) { return w.get() == f; });
     }
 
+    /// The options in force.
     const options& opts() const noexcept { return opts_; }
 
     /// How many watch notifications of a node (created, changed, deleted)
@@ -338,7 +342,8 @@ public:
     /// costs, counted (the herd-free tests compare it).
     std::uint64_t node_notifications() const noexcept { return node_events_.load(std::memory_order_relaxed); }
 
-    /// The session's id and the term the ensemble negotiated, once connected.
+    ///@{
+    /// The session's id and the term the ensemble negotiated, once connected (0 before).
     std::int64_t id() {
         std::lock_guard lk(mutex_);
         return zh_ ? zoo_client_id(zh_)->client_id : 0;
@@ -347,6 +352,7 @@ public:
         std::lock_guard lk(mutex_);
         return std::chrono::milliseconds{zh_ ? zoo_recv_timeout(zh_) : 0};
     }
+    ///@}
     /// How many sessions this object has had (a new one after an expiry).
     std::uint64_t generation() {
         std::lock_guard lk(mutex_);

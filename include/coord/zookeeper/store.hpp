@@ -111,6 +111,7 @@ public:
     /// The session timeout the ensemble negotiated (the term of session-bound leases).
     std::chrono::milliseconds session_timeout() { return engine().zk().negotiated_timeout(); }
 
+    /// The URL the store was opened from, without credentials.
     const std::string& url() const noexcept { return url_; }
 
 private:
