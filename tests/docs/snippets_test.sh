@@ -20,7 +20,7 @@ root, work = sys.argv[1], sys.argv[2]
 pages = [os.path.join(root, 'README.md')]
 for d, _, fs in os.walk(os.path.join(root, 'docs')):
     pages += sorted(os.path.join(d, f) for f in fs if f.endswith('.md'))
-def hoisted(l): return l.startswith('#include') or l.startswith('using namespace')
+def hoisted(l): return l.strip().startswith(('#include', 'using namespace'))
 tops, parts, whole, n = [], [], {}, 0
 for page in pages:
     text = open(page, encoding='utf-8').read()
@@ -35,7 +35,7 @@ for page in pages:
         if '@@' not in context: sys.exit(f'{rel}:{line}: the context has no @@')
         lines = block.split('\n')
         for l in lines + context.split('\n'):
-            if hoisted(l) and l not in tops: tops.append(l)
+            if hoisted(l) and l.strip() not in tops: tops.append(l.strip())
         body = '\n'.join(l if not hoisted(l) else '' for l in lines)
         prefix, suffix = context.split('@@')
         prefix = '\n'.join(l for l in prefix.split('\n') if not hoisted(l))
