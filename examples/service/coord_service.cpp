@@ -390,8 +390,12 @@ int serve(Store& store, const config& c) {
         }
         while (!stopping.load() && !lost.stop_requested()) std::this_thread::sleep_for(100ms);
         if (lost.stop_requested()) std::fprintf(stderr, "coord_service: %s lost its term\n", c.instance.c_str());
-        std::lock_guard lk(lead_mutex);
-        lead.reset();  // releases the term, if it is still ours
+        std::optional<typename coord::basic_election<Store>::leadership> ending;
+        {
+            std::lock_guard lk(lead_mutex);
+            ending.swap(lead);  // requests see "not leading" from here on
+        }
+        ending.reset();  // releases the term, if it is still ours: a store call, outside the lock
     }
     tally.join();
     return 0;
