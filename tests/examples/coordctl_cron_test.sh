@@ -154,7 +154,7 @@ while read -r s f; do
   [ -n "$s" ] && [ "$s" != "$slot" ] && grep -qx "$s $f" "$work/writing" 2>/dev/null && rerun_slots="$rerun_slots $s"
 done <<< "$in_flight"
 : > "$work/release"  # read by the command when it is resumed: it then writes, late
-echo "stopped B$stopped and its command (pid $job)"
+echo "stopped B$stopped and its command (pid $job; stops taken: $stop_tries)"
 sleep 3.5
 # Another runner takes the slot over (its lease lapsed) and its command
 # writes the slot's effect under a larger fence: waited for, however loaded

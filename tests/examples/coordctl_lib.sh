@@ -123,30 +123,47 @@ refused() {
 # stop_clear PID [GROUP]: SIGSTOP the process PID (a coordctl), the process
 # group GROUP and every command PID runs (a paused machine). On an embedded
 # store (file:, sqlite: in $store) it must not stop inside a write: it
-# would hold the store's one write lock, and nobody could take its lease
-# over until it woke. So a probe write checks that the lock is free, and if
-# not, everything runs a moment and is stopped again (10 tries; false when
-# none was clear).
-stop_probe=0
+# would hold the store's lock, and nobody could take its lease over until
+# it woke. The kernel's table of locks (/proc/locks) says whether a stopped
+# process holds one that stops another writer: any flock (the file store's
+# shared and exclusive locks) or an fcntl write lock (SQLite's WAL writer,
+# checkpoint and recovery locks; its read locks stop no writer). If one
+# does, everything runs again until none holds one, and is stopped again;
+# the stopped processes run for as long as their write takes, never for a
+# lock timeout, so a runner's claims do not lapse while it is being
+# stopped (false when no stop was clear in 10 s). $stop_tries counts the
+# stops it took.
+stop_tries=0
 stop_clear() {
-  local t c
-  for t in $(seq 1 10); do
-    stop_probe=$((stop_probe + 1))
-    kill -STOP "$1"
-    [ -n "${2:-}" ] && kill -STOP -- "-$2" 2>/dev/null
-    for c in $(pgrep -P "$1"); do kill -STOP -- "-$c" 2>/dev/null; done
+  local until=$(( $(date +%s) + 10 ))
+  stop_tries=0
+  while [ "$(date +%s)" -lt "$until" ]; do
+    stop_tries=$((stop_tries + 1))
+    signal_all STOP "$@"
     case "$store" in file:*|sqlite:*) ;; *) return 0 ;; esac
-    "$ctl" fence write --store "$store" --key "probe/$$" --token "$stop_probe" --value free --timeout 1s >/dev/null 2>&1 && return 0
-    for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
-    [ -n "${2:-}" ] && kill -CONT -- "-$2" 2>/dev/null
-    kill -CONT "$1"
-    sleep 0.02
+    store_locks_held "$@" || return 0
+    signal_all CONT "$@"
+    while store_locks_held "$@" && [ "$(date +%s)" -lt "$until" ]; do sleep 0.005; done
   done
   return 1
 }
-# resume_all PID: SIGCONT every command PID runs, then PID.
-resume_all() {
+# signal_all SIG PID [GROUP]: SIG to PID, to GROUP and to the process group
+# of every command PID runs.
+signal_all() {
   local c
-  for c in $(pgrep -P "$1"); do kill -CONT -- "-$c" 2>/dev/null; done
-  kill -CONT "$1"
+  kill -"$1" "$2"
+  [ -n "${3:-}" ] && kill -"$1" -- "-$3" 2>/dev/null
+  for c in $(pgrep -P "$2"); do kill -"$1" -- "-$c" 2>/dev/null; done
 }
+# store_locks_held PID [GROUP]: PID, a process of GROUP or of the process
+# group of a command PID runs holds a flock or an fcntl write lock (a
+# waiter's line, marked "->", holds nothing).
+store_locks_held() {
+  local c pids=" $1 "
+  [ -n "${2:-}" ] && pids="$pids$(pgrep -g "$2" | tr '\n' ' ') "
+  for c in $(pgrep -P "$1"); do pids="$pids$(pgrep -g "$c" | tr '\n' ' ') "; done
+  awk -v pids="$pids" '$2 != "->" && ($2 == "FLOCK" || ($2 == "POSIX" && $4 == "WRITE")) && index(pids, " " $5 " ") { held = 1 }
+                       END { exit !held }' /proc/locks
+}
+# resume_all PID: SIGCONT every command PID runs, then PID.
+resume_all() { signal_all CONT "$1"; }
