@@ -47,6 +47,9 @@ until_true() {  # until_true WHAT COMMAND...: poll, and a failure when not withi
   local what="$1"; shift
   poll "$@" || { fail "$what (not within 30 s)"; return 1; }
 }
+# show_logs: what each instance said of its leadership (not each request).
+show_logs() { local n; for n in a b; do echo "--- $n.log"; grep -v ' \(GET\|POST\) /\| tally ' "$out/$n.log" 2>/dev/null; done; }
+give_up() { fail "$*"; show_logs; exit 1; }
 leads() { status "$1" | grep -qx 'leading yes'; }
 follows() { status "$1" | grep -qx 'leading no'; }
 answers() { status "$1" | grep -qx "instance $1"; }
@@ -61,9 +64,9 @@ printf 'node = 5000\n' >> "$out/bad.conf"
 
 conf a "$port" 1; conf b "$((port + 1))" 2
 "$bin" --config "$out/a.conf" 2>"$out/a.log" & pid[a]=$!
-until_true "a leads" leads a || exit 1
+poll leads a || give_up "a does not lead (not within 30 s)"
 "$bin" --config "$out/b.conf" 2>"$out/b.log" & pid[b]=$!
-until_true "b answers" answers b || exit 1
+poll answers b || give_up "b does not answer (not within 30 s)"
 
 # A leader's term may also end with no pause: its renewal not answered by
 # the safe deadline on a loaded machine (CI saw one with a 2 s term). The
@@ -112,7 +115,7 @@ on_leader() {
 for item in "two apples" "a pear" "plums, ripe"; do on_leader "$item"; done
 # The follower answers 503 naming the leader.
 count_losses
-read -r l t < <(leader) || fail "no instance leads while the other names it"
+read -r l t < <(leader) || give_up "no instance leads while the other names it"
 f=$(other "$l")
 code=$(order "$f" "a fig")
 if ! { [ "$code" = 503 ] && grep -q "the leader is $l\." "$out/answer"; }; then
@@ -129,7 +132,7 @@ fi
 # The leader pauses past its term; the other takes over with a larger term
 # and takes orders (its own term too may end under load: reported, it leads
 # again, the paused one being the only other).
-read -r l term_l < <(leader) || fail "no instance leads while the other names it"
+read -r l term_l < <(leader) || give_up "no instance leads while the other names it"
 f=$(other "$l")
 kill -STOP "${pid[$l]}"
 until_true "$f leads while $l is paused" leads "$f"
@@ -182,7 +185,6 @@ assert all(r[3] in ('a', 'b') and int(r[2]) >= 1 for r in rows), 'a row without 
 PY
 
 for n in a b; do kill "${pid[$n]}"; wait "${pid[$n]}"; rc=$?; [ "$rc" = 0 ] || fail "$n exited $rc after SIGTERM"; unset "pid[$n]"; done
-# On failure, what each instance said of its leadership (not each request).
-if [ "$fails" != 0 ]; then for n in a b; do echo "--- $n.log"; grep -v ' \(GET\|POST\) /\| tally ' "$out/$n.log"; done; fi
+[ "$fails" = 0 ] || show_logs
 echo "coord_service, two instances on $store: $fails failure(s)"
 [ "$fails" = 0 ]
