@@ -78,7 +78,8 @@ other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 losses() { grep -c "^coord_service: $1 lost its term$" "$out/$1.log"; }
 declare -A known
 count_losses() { known[a]=$(losses a); known[b]=$(losses b); }
-lost_since() { poll bash -c "[ \$(grep -c '^coord_service: $1 lost its term$' '$out/$1.log') -gt ${known[$1]} ]"; }
+more_losses() { [ "$(losses "$1")" -gt "${known[$1]}" ]; }
+lost_since() { poll more_losses "$1"; }  # N reports a loss of its term (polled, 30 s) since count_losses
 # leader: prints "NAME TERM" of the instance that leads while the other
 # names it (polled, 30 s).
 leader() {
